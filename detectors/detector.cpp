@@ -1,0 +1,1 @@
+#include "detectors/detector.h"

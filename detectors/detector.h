@@ -1,0 +1,60 @@
+// Detector: a streaming check for one cause of a flat loss (shared/DESIGN.md "The five causes").
+// Plain C++ (no torch). A detector sees telemetry records one at a time, in arrival order: records of
+// one rank arrive in the order that rank wrote them, but ranks interleave arbitrarily (live tailing).
+// Anything a detector decides must therefore depend only on per-rank order, or wait until every rank
+// has reported a step, so that live runs and replays give the same finding.
+//
+// Once a detector fires, its Finding is fixed (sticky). Detectors never throw on odd data (NaN, missing
+// fields, repeated steps): they ignore what they cannot use and report it through check().
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "telemetry/record.h"
+
+namespace flatline {
+
+// The checklist order (DESIGN.md): run_not_alive, lr_zero, data_replay, loss_scale_collapse, zero_grad_rank.
+const std::vector<std::string>& checklist_causes();
+
+struct Finding {
+  std::string cause;
+  int rank = -1;                  // the rank at fault, where it applies (zero_grad_rank), else -1
+  int64_t onset_step = -1;        // estimated first step of the cause
+  int64_t detected_step = -1;     // the step of the record that made the detector fire
+  double detected_t = std::numeric_limits<double>::quiet_NaN();  // that record's t
+  double confidence = 0;          // 0..1
+  std::vector<std::string> evidence;  // short lines a person can check
+};
+
+enum class CheckState { pending, pass, fail, cannot_run };
+const char* to_string(CheckState s);
+
+struct CheckResult {
+  std::string cause;
+  CheckState state = CheckState::pending;
+  std::string detail;  // fail: the headline evidence; cannot_run: "missing <signal>: log <what>"
+};
+
+struct DetectorConfig {
+  int world_size = 0;             // 0: infer from the ranks seen
+};
+
+class Detector {
+ public:
+  virtual ~Detector() = default;
+  virtual const char* cause() const = 0;
+  virtual void observe(const Record& r) = 0;
+  // End of stream at time t_end (the run ended or the replay reached EOF).
+  virtual void finish(double /*t_end*/) {}
+  virtual std::optional<Finding> finding() const = 0;
+  virtual CheckResult check() const = 0;
+};
+
+std::unique_ptr<Detector> make_detector(const std::string& cause, const DetectorConfig& cfg);
+
+}  // namespace flatline

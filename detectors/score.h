@@ -1,0 +1,55 @@
+// Scoring (shared/DESIGN.md "Diagnosis and scoring"). Per run: correct iff the diagnosed cause (and
+// rank, where it applies) matches the manifest's first fault and detection is at or after its
+// active_from; any diagnosis on a healthy run, or before active_from, is a false alarm.
+// Latency = detected_step - onset_step (negative = early warning), and the same in seconds.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "detectors/triage.h"
+#include "telemetry/manifest.h"
+
+namespace flatline {
+
+struct RunScore {
+  std::string scenario;
+  std::string truth_cause = "healthy";
+  int truth_rank = -1;
+  int64_t active_from = -1, onset_step = -1;
+  Diagnosis diagnosis;
+  bool correct = false;
+  bool false_alarm = false;
+  std::optional<int64_t> latency_steps;
+  std::optional<double> latency_s;
+  bool expect_met = false;
+  std::string expect_detail;   // why expect was not met
+  std::string run_status;      // manifest status
+  double wall_s = 0;
+};
+
+RunScore score_run(const Manifest& m, const Diagnosis& d);
+
+struct CauseLatency {
+  int n = 0;
+  double median_steps = 0, p95_steps = 0, median_s = 0, p95_s = 0;
+};
+
+struct SuiteScore {
+  std::vector<RunScore> runs;
+  int correct = 0;
+  double accuracy = 0;
+  int healthy_runs = 0, false_alarms = 0;
+  double false_alarms_per_healthy_run = 0;
+  int expect_failures = 0;
+  std::map<std::string, std::map<std::string, int>> confusion;  // truth -> diagnosed -> count
+  std::map<std::string, CauseLatency> latency;                    // per true cause
+};
+
+SuiteScore score_suite(std::vector<RunScore> runs);
+std::string render_table(const SuiteScore& s);   // the scoreboard printed by `flatline score`
+std::string to_json(const SuiteScore& s);
+std::string to_junit(const SuiteScore& s);       // JUnit XML: one testcase per scenario
+
+}  // namespace flatline

@@ -1,0 +1,56 @@
+// Triage: runs every detector over one stream of records and walks the checklist in order
+// (run_not_alive, lr_zero, data_replay, loss_scale_collapse, zero_grad_rank) to produce a Diagnosis.
+// The diagnosis names the first cause in checklist order that fired (a dead run makes every later
+// signal stale), and lists every other finding, so overlapping faults are all reported.
+// It also reports the plateau check: is the training loss still descending against its own noise.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "detectors/detector.h"
+
+namespace flatline {
+
+struct PlateauStatus {
+  bool known = false;        // enough loss values to judge
+  bool flat = false;         // loss no longer descending beyond its noise
+  int64_t flat_since = -1;   // step where the flat stretch began
+  std::string detail;        // e.g. "loss 2.31 -> 2.30 over steps 300..400, noise 0.04: flat"
+};
+
+struct Diagnosis {
+  std::string cause = "healthy";
+  int rank = -1;
+  int64_t onset_step = -1;
+  int64_t detected_step = -1;
+  double detected_t = std::numeric_limits<double>::quiet_NaN();
+  double confidence = 0;
+  std::vector<std::string> evidence;
+  std::vector<Finding> findings;     // every detector that fired, checklist order
+  std::vector<CheckResult> checklist;  // one per cause, checklist order
+  PlateauStatus plateau;
+  int64_t records = 0;
+  int64_t last_step = -1;
+};
+
+class Triage {
+ public:
+  explicit Triage(DetectorConfig cfg = {});
+  ~Triage();
+  void observe(const Record& r);
+  void finish(double t_end);
+  Diagnosis diagnosis() const;
+  // Called once per detector, the first time it fires (for live and replay printing).
+  void on_finding(std::function<void(const Finding&)> cb);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string to_text(const Diagnosis& d);  // human-readable, multi-line
+std::string to_json(const Diagnosis& d);  // one JSON object
+
+}  // namespace flatline

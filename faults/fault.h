@@ -1,0 +1,102 @@
+// Fault: one injected failure, applied at the hook points of the training step (shared/DESIGN.md
+// "Fault catalogue"). Plain C++ so that the torch harness and the fleet simulator share one definition
+// of each fault: a fault never touches tensors, it sets fields of StepActions and the trainer (or the
+// simulator) carries them out at visible calls in its step.
+//
+// One file per fault kind in faults/, each registering itself with FLATLINE_REGISTER_FAULT.
+#pragma once
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "faults/scenario.h"
+#include "sim/schedule.h"
+
+namespace flatline {
+
+// The hook points of one training step, in the order the trainer reaches them.
+enum class Hook {
+  before_forward,    // data has been fetched for this step
+  after_backward,    // local gradients exist, before the all-reduce
+  at_allreduce,      // entering the gradient all-reduce
+  before_optimizer,  // averaged gradients, before unscale/clip/update
+  at_logging,        // the step record is about to be written
+};
+
+// What a fault asks the trainer to do this step. The trainer resets it before each step.
+struct StepActions {
+  int64_t step = 0;            // global step being trained (1-based)
+  int rank = 0, world_size = 1;
+  bool zero_grads = false;     // zero this rank's gradient buffer before the all-reduce
+  bool skip_backward = false;  // do not run backward; contribute zero gradients
+  double block_s = 0;          // block this long before the all-reduce (a hang)
+  bool freeze_logging = false; // log the step and loss of the last step logged before the fault
+  bool inject_inf = false;     // one activation emits inf (fp16 overflow in the backward)
+  double max_loss_scale = std::numeric_limits<double>::infinity();  // clamp the dynamic loss scale
+  int64_t batch_index = -1;    // >= 0: fetch this sampler batch index instead of the next one
+  bool scheduler_frozen = false;  // the LR scheduler does not step after this update
+};
+
+// What a fault may change when ranks resume from a checkpoint (a `restart` in the scenario).
+struct ResumeActions {
+  bool restore_sampler = true;       // false: the loader starts its epoch over
+  bool finish_scheduler = false;     // restore a finished schedule's state (lr decayed to 0)
+};
+
+// The training plan a fault may alter before step 1 (e.g. an LR schedule sized too short).
+struct TrainPlan {
+  LrSchedule schedule;
+};
+
+// Ground truth for the manifest: two steps per fault (DESIGN.md "Diagnosis and scoring").
+struct FaultTruth {
+  std::string kind, mode;
+  int rank = -1;               // target rank, -1 = all
+  int64_t active_from = -1;    // first step at which the run differs from its healthy twin
+  int64_t onset_step = -1;     // step at which the cause is fully in place
+};
+
+class Fault {
+ public:
+  Fault(FaultSpec spec, const Scenario& scenario);
+  virtual ~Fault() = default;
+  const FaultSpec& spec() const { return spec_; }
+
+  // True when the fault acts at this step on this rank (onset, lifetime, target).
+  bool active(int64_t step, int rank) const;
+  bool targets(int rank) const { return spec_.target_rank < 0 || spec_.target_rank == rank; }
+  // First step at which active() holds for some rank, or -1.
+  int64_t first_active_step() const;
+
+  virtual void plan(TrainPlan&) const {}
+  virtual void apply(Hook, StepActions&) const {}
+  virtual void resume(ResumeActions&, int64_t /*resume_step*/) const {}
+  // Default: both steps are the first active step.
+  virtual FaultTruth truth() const;
+
+ protected:
+  FaultSpec spec_;
+  Scenario scenario_;  // a copy: faults outlive the loader's temporaries
+  std::vector<int64_t> onsets_;  // chosen onset steps (one for `at`; seeded picks for `range`)
+};
+
+using FaultFactory = std::function<std::unique_ptr<Fault>(const FaultSpec&, const Scenario&)>;
+void register_fault(const std::string& kind, FaultFactory f);
+// Builds every fault of the scenario; throws ScenarioError (with file:line) for a kind/mode that no
+// fault implements or a mode whose preconditions the scenario does not meet.
+std::vector<std::unique_ptr<Fault>> make_faults(const Scenario& s);
+
+// Applies every fault at one hook point.
+void apply_all(const std::vector<std::unique_ptr<Fault>>& faults, Hook h, StepActions& a);
+
+}  // namespace flatline
+
+#define FLATLINE_REGISTER_FAULT(kind, Type)                                                      \
+  static const bool flatline_fault_registered_##Type = [] {                                      \
+    ::flatline::register_fault(kind, [](const ::flatline::FaultSpec& f, const ::flatline::Scenario& s) { \
+      return std::unique_ptr<::flatline::Fault>(new Type(f, s));                                 \
+    });                                                                                          \
+    return true;                                                                                 \
+  }()

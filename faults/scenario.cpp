@@ -1,0 +1,352 @@
+// Strict YAML loading of scenarios with yaml-cpp; every error names source:line:column.
+#include "faults/scenario.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace flatline {
+namespace {
+
+struct Ctx {
+  std::string source;
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& what) const {
+    auto m = n.Mark();
+    if (m.is_null()) throw ScenarioError(fmt::format("{}: {}", source, what));
+    throw ScenarioError(fmt::format("{}:{}:{}: {}", source, m.line + 1, m.column + 1, what));
+  }
+  void expect_map(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsMap()) fail(n, fmt::format("'{}' must be a mapping {{...}}", key));
+  }
+  void only_keys(const YAML::Node& n, const std::string& where, std::set<std::string> allowed) const {
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      auto k = it->first.as<std::string>();
+      if (!allowed.count(k)) {
+        std::string list;
+        for (auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        fail(it->first, fmt::format("unknown key '{}' in {} (expected one of: {})", k, where, list));
+      }
+    }
+  }
+  template <class T>
+  T get(const YAML::Node& n, const std::string& key) const {
+    try {
+      return n.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(n, fmt::format("'{}': expected {}, got '{}'", key, type_name<T>(), YAML::Dump(n)));
+    }
+  }
+  template <class T>
+  static const char* type_name() {
+    if constexpr (std::is_same_v<T, bool>) return "true/false";
+    else if constexpr (std::is_integral_v<T>) return "an integer";
+    else if constexpr (std::is_floating_point_v<T>) return "a number";
+    else return "a string";
+  }
+  template <class T>
+  void set(const YAML::Node& parent, const char* key, T& out) const {
+    if (auto n = parent[key]) out = get<T>(n, key);
+  }
+  template <class T>
+  void set_min(const YAML::Node& parent, const char* key, T& out, T lo) const {
+    if (auto n = parent[key]) {
+      out = get<T>(n, key);
+      if (out < lo) fail(n, fmt::format("'{}' must be >= {}, got {}", key, lo, out));
+    }
+  }
+  void set_one_of(const YAML::Node& parent, const char* key, std::string& out,
+                  std::set<std::string> allowed) const {
+    if (auto n = parent[key]) {
+      out = get<std::string>(n, key);
+      if (!allowed.count(out)) {
+        std::string list;
+        for (auto& a : allowed) list += (list.empty() ? "" : " | ") + a;
+        fail(n, fmt::format("'{}': expected {}, got '{}'", key, list, out));
+      }
+    }
+  }
+};
+
+const std::map<std::string, std::set<std::string>>& fault_modes() {
+  static const std::map<std::string, std::set<std::string>> m = {
+      {"run_not_alive", {"hang", "stale_logging"}},
+      {"lr_zero", {"schedule_total_too_short", "finished_schedule_on_resume", "scheduler_not_stepped"}},
+      {"data_replay", {"resume_drops_sampler_state", "cycle_window"}},
+      {"loss_scale_collapse", {"overflow_streak", "scale_clamped_low"}},
+      {"zero_grad_rank", {"zeroed_buffer", "skipped_backward"}},
+  };
+  return m;
+}
+
+FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
+  c.expect_map(n, "faults[]");
+  c.only_keys(n, "a fault", {"kind", "at", "range", "probability", "lifetime", "target", "params"});
+  FaultSpec f;
+  f.line = n.Mark().line + 1;
+  if (!n["kind"]) c.fail(n, "a fault needs 'kind'");
+  f.kind = c.get<std::string>(n["kind"], "kind");
+  auto modes = fault_modes().find(f.kind);
+  if (modes == fault_modes().end())
+    c.fail(n["kind"], fmt::format("unknown fault kind '{}' (expected run_not_alive | lr_zero | data_replay | "
+                                  "loss_scale_collapse | zero_grad_rank)", f.kind));
+  c.set_min<int64_t>(n, "at", f.at, 1);
+  if (auto r = n["range"]) {
+    c.expect_map(r, "range");
+    c.only_keys(r, "range", {"start", "end", "every"});
+    if (!r["start"] || !r["end"]) c.fail(r, "'range' needs 'start' and 'end'");
+    c.set_min<int64_t>(r, "start", f.range_start, 1);
+    c.set_min<int64_t>(r, "end", f.range_end, f.range_start);
+    c.set_min<int64_t>(r, "every", f.range_every, 1);
+    if (f.at >= 0) c.fail(r, "give either 'at' or 'range', not both");
+  }
+  if (f.at < 0 && f.range_start < 0) c.fail(n, "a fault needs 'at' (a step) or 'range: {start, end}'");
+  if (auto p = n["probability"]) {
+    f.probability = c.get<double>(p, "probability");
+    if (!(f.probability > 0 && f.probability <= 1)) c.fail(p, "'probability' must be in (0, 1]");
+  }
+  if (auto l = n["lifetime"]) {
+    c.expect_map(l, "lifetime");
+    c.only_keys(l, "lifetime", {"until", "steps"});
+    if (auto u = l["until"]) {
+      if (c.get<std::string>(u, "until") != "end") c.fail(u, "'until': expected 'end'");
+    } else if (l["steps"]) {
+      c.set_min<int64_t>(l, "steps", f.lifetime_steps, 1);
+    } else {
+      c.fail(l, "'lifetime' needs 'until: end' or 'steps: N'");
+    }
+  }
+  if (auto t = n["target"]) {
+    c.expect_map(t, "target");
+    c.only_keys(t, "target", {"rank"});
+    if (auto r = t["rank"]) {
+      if (r.IsScalar() && r.Scalar() == "all") f.target_rank = -1;
+      else f.target_rank = c.get<int>(r, "rank");
+    }
+  }
+  if (auto p = n["params"]) {
+    c.expect_map(p, "params");
+    for (auto it = p.begin(); it != p.end(); ++it) {
+      auto k = it->first.as<std::string>();
+      if (k == "mode") {
+        f.mode = c.get<std::string>(it->second, "mode");
+      } else if (k == "timeout_s" || k == "window" || k == "steps" || k == "max_scale" || k == "every") {
+        f.params[k] = c.get<double>(it->second, k);
+      } else {
+        c.fail(it->first, fmt::format("unknown fault param '{}' (expected mode, timeout_s, window, steps, "
+                                      "max_scale)", k));
+      }
+    }
+  }
+  if (f.mode.empty()) {
+    std::string list;
+    for (auto& m : modes->second) list += (list.empty() ? "" : " | ") + m;
+    c.fail(n, fmt::format("fault '{}' needs params.mode ({})", f.kind, list));
+  }
+  if (!modes->second.count(f.mode))
+    c.fail(n["params"]["mode"], fmt::format("fault '{}' has no mode '{}'", f.kind, f.mode));
+  return f;
+}
+
+Scenario parse(const YAML::Node& root, const std::string& source) {
+  Ctx c{source};
+  if (!root.IsMap()) c.fail(root, "a scenario must be a YAML mapping");
+  c.only_keys(root, "the scenario",
+              {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
+               "schedule", "precision", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
+               "log_every", "faults", "expect"});
+  Scenario s;
+  s.source = source;
+  if (!root["name"]) c.fail(root, "a scenario needs 'name'");
+  c.set(root, "name", s.name);
+  c.set(root, "seed", s.seed);
+  if (auto m = root["model"]) {
+    c.expect_map(m, "model");
+    c.only_keys(m, "model", {"kind", "n_layer", "n_head", "n_embd", "block_size", "tied_head", "channels", "hidden"});
+    c.set_one_of(m, "kind", s.model.kind, {"gpt", "cnn"});
+    c.set_min(m, "n_layer", s.model.n_layer, 1);
+    c.set_min(m, "n_head", s.model.n_head, 1);
+    c.set_min(m, "n_embd", s.model.n_embd, 1);
+    c.set_min(m, "block_size", s.model.block_size, 2);
+    c.set(m, "tied_head", s.model.tied_head);
+    c.set_min(m, "channels", s.model.channels, 1);
+    c.set_min(m, "hidden", s.model.hidden, 1);
+    if (s.model.n_embd % s.model.n_head) c.fail(m, fmt::format("n_embd ({}) must be divisible by n_head ({})",
+                                                                s.model.n_embd, s.model.n_head));
+  }
+  if (auto d = root["data"]) {
+    c.expect_map(d, "data");
+    c.only_keys(d, "data", {"kind", "path", "eval_fraction"});
+    c.set_one_of(d, "kind", s.data.kind, {"text", "fashion_mnist"});
+    c.set(d, "path", s.data.path);
+    c.set(d, "eval_fraction", s.data.eval_fraction);
+    if (!(s.data.eval_fraction > 0 && s.data.eval_fraction < 0.5)) c.fail(d, "'eval_fraction' must be in (0, 0.5)");
+  }
+  if ((s.model.kind == "cnn") != (s.data.kind == "fashion_mnist"))
+    c.fail(root, fmt::format("model '{}' cannot train on data '{}' (gpt needs text, cnn needs fashion_mnist)",
+                             s.model.kind, s.data.kind));
+  c.set_min(root, "world_size", s.world_size, 1);
+  c.set_min<int64_t>(root, "steps", s.steps, 1);
+  c.set_min(root, "batch_size", s.batch_size, 1);
+  c.set_min(root, "grad_accum", s.grad_accum, 1);
+  if (auto o = root["optimizer"]) {
+    c.expect_map(o, "optimizer");
+    c.only_keys(o, "optimizer", {"kind", "lr", "betas", "eps", "weight_decay", "grad_clip", "momentum"});
+    c.set_one_of(o, "kind", s.optimizer.kind, {"adamw", "sgd"});
+    c.set_min(o, "lr", s.optimizer.lr, 0.0);
+    if (auto b = o["betas"]) {
+      if (!b.IsSequence() || b.size() != 2) c.fail(b, "'betas' must be a list of two numbers [beta1, beta2]");
+      s.optimizer.beta1 = c.get<double>(b[0], "betas[0]");
+      s.optimizer.beta2 = c.get<double>(b[1], "betas[1]");
+    }
+    c.set_min(o, "eps", s.optimizer.eps, 0.0);
+    c.set_min(o, "weight_decay", s.optimizer.weight_decay, 0.0);
+    c.set_min(o, "grad_clip", s.optimizer.grad_clip, 0.0);
+    c.set_min(o, "momentum", s.optimizer.momentum, 0.0);
+  }
+  if (auto sc = root["schedule"]) {
+    c.expect_map(sc, "schedule");
+    c.only_keys(sc, "schedule", {"kind", "warmup", "total", "min_lr"});
+    c.set_one_of(sc, "kind", s.schedule.kind, {"constant", "cosine", "linear"});
+    c.set_min<int64_t>(sc, "warmup", s.schedule.warmup, 0);
+    c.set_min<int64_t>(sc, "total", s.schedule.total, 0);
+    c.set_min(sc, "min_lr", s.schedule.min_lr, 0.0);
+  }
+  if (s.schedule.total == 0) s.schedule.total = s.steps;
+  c.set_one_of(root, "precision", s.precision, {"fp32", "fp16", "bf16"});
+  if (auto ck = root["checkpoint"]) {
+    c.expect_map(ck, "checkpoint");
+    c.only_keys(ck, "checkpoint", {"every"});
+    c.set_min<int64_t>(ck, "every", s.checkpoint_every, 0);
+  }
+  if (auto r = root["restart"]) {
+    c.expect_map(r, "restart");
+    c.only_keys(r, "restart", {"at"});
+    c.set_min<int64_t>(r, "at", s.restart_at, 1);
+    if (s.checkpoint_every <= 0) c.fail(r, "'restart' needs 'checkpoint: {every: N}' to resume from");
+  }
+  if (auto e = root["eval"]) {
+    c.expect_map(e, "eval");
+    c.only_keys(e, "eval", {"every", "batches"});
+    c.set_min<int64_t>(e, "every", s.eval_every, 0);
+    c.set_min(e, "batches", s.eval_batches, 1);
+  }
+  c.set(root, "heartbeat_s", s.heartbeat_s);
+  if (!(s.heartbeat_s > 0)) c.fail(root["heartbeat_s"], "'heartbeat_s' must be > 0");
+  c.set(root, "collective_timeout_s", s.collective_timeout_s);
+  if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
+  c.set_min(root, "log_every", s.log_every, 1);
+  if (auto fs = root["faults"]) {
+    if (!fs.IsSequence()) c.fail(fs, "'faults' must be a list");
+    for (const auto& f : fs) {
+      s.faults.push_back(parse_fault(c, f));
+      auto& fl = s.faults.back();
+      if (fl.target_rank >= s.world_size)
+        c.fail(f["target"], fmt::format("target rank {} is outside world_size {}", fl.target_rank, s.world_size));
+    }
+  }
+  if (auto e = root["expect"]) {
+    c.expect_map(e, "expect");
+    c.only_keys(e, "expect", {"cause", "rank", "within_steps"});
+    c.set_one_of(e, "cause", s.expect.cause,
+                 {"healthy", "run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse", "zero_grad_rank"});
+    c.set(e, "rank", s.expect.rank);
+    c.set_min<int64_t>(e, "within_steps", s.expect.within_steps, 0);
+  } else {
+    c.fail(root, "a scenario needs 'expect: {cause: ...}' (healthy for a clean twin)");
+  }
+  return s;
+}
+
+}  // namespace
+
+Scenario load_scenario_text(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    throw ScenarioError(fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  return parse(root, source);
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ScenarioError(path + ": cannot open scenario file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return load_scenario_text(ss.str(), path);
+}
+
+std::string to_yaml(const Scenario& s) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << s.name;
+  e << YAML::Key << "seed" << YAML::Value << s.seed;
+  e << YAML::Key << "model" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
+    << s.model.kind;
+  if (s.model.kind == "gpt")
+    e << YAML::Key << "n_layer" << YAML::Value << s.model.n_layer << YAML::Key << "n_head" << YAML::Value
+      << s.model.n_head << YAML::Key << "n_embd" << YAML::Value << s.model.n_embd << YAML::Key << "block_size"
+      << YAML::Value << s.model.block_size << YAML::Key << "tied_head" << YAML::Value << s.model.tied_head;
+  else
+    e << YAML::Key << "channels" << YAML::Value << s.model.channels << YAML::Key << "hidden" << YAML::Value
+      << s.model.hidden;
+  e << YAML::EndMap;
+  e << YAML::Key << "data" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
+    << s.data.kind << YAML::Key << "path" << YAML::Value << s.data.path << YAML::Key << "eval_fraction"
+    << YAML::Value << s.data.eval_fraction << YAML::EndMap;
+  e << YAML::Key << "world_size" << YAML::Value << s.world_size;
+  e << YAML::Key << "steps" << YAML::Value << s.steps;
+  e << YAML::Key << "batch_size" << YAML::Value << s.batch_size;
+  e << YAML::Key << "grad_accum" << YAML::Value << s.grad_accum;
+  e << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind"
+    << YAML::Value << s.optimizer.kind << YAML::Key << "lr" << YAML::Value << s.optimizer.lr << YAML::Key
+    << "betas" << YAML::Value << YAML::Flow << std::vector<double>{s.optimizer.beta1, s.optimizer.beta2}
+    << YAML::Key << "eps" << YAML::Value << s.optimizer.eps << YAML::Key << "weight_decay" << YAML::Value
+    << s.optimizer.weight_decay << YAML::Key << "grad_clip" << YAML::Value << s.optimizer.grad_clip << YAML::EndMap;
+  e << YAML::Key << "schedule" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
+    << s.schedule.kind << YAML::Key << "warmup" << YAML::Value << s.schedule.warmup << YAML::Key << "total"
+    << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << s.schedule.min_lr << YAML::EndMap;
+  e << YAML::Key << "precision" << YAML::Value << s.precision;
+  e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
+    << YAML::Value << s.checkpoint_every << YAML::EndMap;
+  if (s.restart_at > 0)
+    e << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value
+      << s.restart_at << YAML::EndMap;
+  e << YAML::Key << "eval" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every" << YAML::Value
+    << s.eval_every << YAML::Key << "batches" << YAML::Value << s.eval_batches << YAML::EndMap;
+  e << YAML::Key << "heartbeat_s" << YAML::Value << s.heartbeat_s;
+  e << YAML::Key << "collective_timeout_s" << YAML::Value << s.collective_timeout_s;
+  e << YAML::Key << "faults" << YAML::Value << YAML::BeginSeq;
+  for (const auto& f : s.faults) {
+    e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << f.kind;
+    if (f.at > 0) e << YAML::Key << "at" << YAML::Value << f.at;
+    else
+      e << YAML::Key << "range" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "start"
+        << YAML::Value << f.range_start << YAML::Key << "end" << YAML::Value << f.range_end << YAML::Key << "every"
+        << YAML::Value << f.range_every << YAML::EndMap << YAML::Key << "probability" << YAML::Value
+        << f.probability;
+    if (f.lifetime_steps > 0)
+      e << YAML::Key << "lifetime" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "steps"
+        << YAML::Value << f.lifetime_steps << YAML::EndMap;
+    e << YAML::Key << "target" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "rank" << YAML::Value;
+    if (f.target_rank < 0) e << "all"; else e << f.target_rank;
+    e << YAML::EndMap;
+    e << YAML::Key << "params" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "mode" << YAML::Value
+      << f.mode;
+    for (const auto& [k, v] : f.params) e << YAML::Key << k << YAML::Value << v;
+    e << YAML::EndMap << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  e << YAML::Key << "expect" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "cause" << YAML::Value
+    << s.expect.cause;
+  if (s.expect.rank >= 0) e << YAML::Key << "rank" << YAML::Value << s.expect.rank;
+  e << YAML::Key << "within_steps" << YAML::Value << s.expect.within_steps << YAML::EndMap;
+  e << YAML::EndMap;
+  return e.c_str();
+}
+
+}  // namespace flatline

@@ -1,0 +1,98 @@
+// Scenario: one YAML file = workload + faults + expectation (shared/DESIGN.md "Scenario YAML").
+// Loading is strict: an unknown key, a wrong type or an out-of-range value is a ScenarioError that
+// names the file, line and column and what was expected. Defaults are the DESIGN.md example's.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace flatline {
+
+class ScenarioError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelSpec {
+  std::string kind = "gpt";  // gpt | cnn
+  // gpt: byte-level decoder-only transformer (vocab 256)
+  int n_layer = 2, n_head = 4, n_embd = 64, block_size = 64;
+  bool tied_head = true;     // lm head shares the token embedding (GPT-2)
+  // cnn: two conv blocks + MLP classifier on 28x28 images
+  int channels = 16, hidden = 64;
+};
+
+struct DataSpec {
+  std::string kind = "text";  // text | fashion_mnist
+  std::string path;           // empty: the Debian default (fortunes / fashion-mnist)
+  double eval_fraction = 0.05;
+};
+
+struct OptimizerSpec {
+  std::string kind = "adamw";  // adamw | sgd
+  double lr = 3.0e-3;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;      // max global L2 norm; 0 = off
+  double momentum = 0.0;       // sgd only
+};
+
+struct ScheduleSpec {
+  std::string kind = "cosine";  // constant | cosine | linear
+  int64_t warmup = 0;           // steps of linear warmup from 0
+  int64_t total = 0;            // steps to reach min_lr; 0 = the scenario's `steps`
+  double min_lr = 0.0;
+};
+
+struct FaultSpec {
+  std::string kind, mode;
+  int64_t at = -1;                              // onset step (1-based global step)
+  int64_t range_start = -1, range_end = -1, range_every = 1;  // alternative to `at`
+  double probability = 1.0;                     // with range: seeded chance per candidate step
+  int64_t lifetime_steps = -1;                  // -1: until end
+  int target_rank = -1;                         // -1: all ranks
+  std::map<std::string, double> params;         // numeric params (timeout_s, window, steps, max_scale)
+  std::string param_mode;                       // params.mode (copied into `mode`)
+  int line = 0;                                 // where it was declared
+};
+
+struct ExpectSpec {
+  std::string cause = "healthy";
+  int rank = -1;                 // -1: no rank expected
+  int64_t within_steps = 5;      // max detected_step - onset_step
+};
+
+struct Scenario {
+  std::string name;
+  std::string source;            // file it came from (for messages)
+  uint64_t seed = 0;
+  ModelSpec model;
+  DataSpec data;
+  int world_size = 1;
+  int64_t steps = 100;
+  int batch_size = 16;           // per rank, per micro-batch
+  int grad_accum = 1;            // micro-batches per optimizer step
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  std::string precision = "fp32";  // fp32 | fp16 | bf16
+  int64_t checkpoint_every = 0;  // 0 = never
+  int64_t restart_at = -1;       // stop all ranks after this step and resume from the last checkpoint
+  int64_t eval_every = 0;
+  int eval_batches = 4;
+  double heartbeat_s = 0.5;
+  double collective_timeout_s = 30;  // all-reduce timeout: how long a hung rank can stall the others
+  int log_every = 1;
+  std::vector<FaultSpec> faults;
+  ExpectSpec expect;
+};
+
+Scenario load_scenario_file(const std::string& path);
+// `source` names the text in error messages (a file path, or "<embedded:main/x.yaml>").
+Scenario load_scenario_text(const std::string& yaml, const std::string& source);
+
+// Serialises the resolved scenario (all defaults filled) as YAML, for the run's manifest.
+std::string to_yaml(const Scenario& s);
+
+}  // namespace flatline

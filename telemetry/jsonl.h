@@ -1,0 +1,67 @@
+// JSON Lines encoding of Record (shared/DESIGN.md "Telemetry"): one object per line, one file per
+// rank (telemetry/rank-<r>.jsonl). Encoding is deterministic (fields in a fixed order, doubles in
+// shortest round-trip form) so that the same run gives byte-identical files.
+#pragma once
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "telemetry/record.h"
+
+namespace flatline {
+
+// A malformed input: names the file, the 1-based line and what was expected.
+class ParseError : public std::runtime_error {
+ public:
+  ParseError(const std::string& file, size_t line, const std::string& what);
+  std::string file;
+  size_t line;
+};
+
+std::string to_json(const Record& r);
+
+// Parses one line. Throws ParseError(file, line, ...) on malformed JSON, a missing `kind`, or a field
+// of the wrong type. Unknown fields are ignored (newer writers may add some).
+Record parse_record(std::string_view line, const std::string& file, size_t line_no);
+
+// Reads a whole JSONL file. Malformed lines are skipped and reported in `warnings`
+// ("file:line: reason"); a half-written last line (no trailing newline) is reported, not parsed.
+std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings);
+
+// Follows a file that another process is appending to: each poll() returns the complete lines written
+// since the last call. A partial last line is held back until its newline arrives.
+class JsonlTail {
+ public:
+  explicit JsonlTail(std::string path);
+  ~JsonlTail();
+  JsonlTail(const JsonlTail&) = delete;
+  JsonlTail& operator=(const JsonlTail&) = delete;
+  // Appends parsed records to `out`; malformed lines go to `warnings`. Returns records appended.
+  size_t poll(std::vector<Record>& out, std::vector<std::string>* warnings);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  std::string partial_;
+  size_t line_no_ = 0;
+};
+
+// Appends records to a file, one flushed line each, so that every completed step is on disk even if
+// the process dies right after. Thread-safe (the heartbeat watchdog writes from its own thread).
+class JsonlWriter {
+ public:
+  explicit JsonlWriter(const std::string& path, bool append = false);
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+  void write(const Record& r);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace flatline

@@ -1,0 +1,41 @@
+// Manifest: a run's ground truth (run_dir/manifest.json). Written by the launcher, read only by the
+// scorer: detectors never see it (DESIGN.md "Telemetry"). Records the resolved scenario, seed,
+// versions, each fault's kind, target rank, active_from and onset_step, and how the run ended.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace flatline {
+
+struct ManifestFault {
+  std::string kind, mode;
+  int rank = -1;             // target rank, -1 = all
+  int64_t active_from = -1;  // first step that differs from the healthy twin
+  int64_t onset_step = -1;   // step at which the cause is fully in place
+  double onset_t = std::numeric_limits<double>::quiet_NaN();  // run time of onset_step on the target
+};
+
+struct Manifest {
+  std::string scenario;        // scenario name
+  std::string source;          // scenario file
+  std::string resolved_yaml;   // the scenario with every default filled in
+  uint64_t seed = 0;
+  int world_size = 1;
+  int64_t steps = 0;
+  std::string versions;        // "flatline X; libtorch Y; ..."
+  std::vector<ManifestFault> faults;
+  std::string expect_cause = "healthy";
+  int expect_rank = -1;
+  int64_t expect_within_steps = 5;
+  std::string status = "running";  // running | completed | failed
+  std::string error;               // first error when failed
+  double wall_s = 0;
+};
+
+void write_manifest(const Manifest& m, const std::string& path);
+// Throws std::runtime_error naming the file and the bad field.
+Manifest read_manifest(const std::string& path);
+
+}  // namespace flatline
