@@ -47,7 +47,10 @@ void put(std::string& s, const char* key, const std::optional<bool>& v) {
   if (v) fmt::format_to(std::back_inserter(s), ",\"{}\":{}", key, *v ? "true" : "false");
 }
 void put_str(std::string& s, const char* key, const std::string& v) {
-  if (!v.empty()) fmt::format_to(std::back_inserter(s), ",\"{}\":{}", key, nlohmann::json(v).dump());
+  // Invalid UTF-8 (an error message quoting raw bytes) is replaced, not thrown: the writer must not fail.
+  if (!v.empty())
+    fmt::format_to(std::back_inserter(s), ",\"{}\":{}", key,
+                   nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 using nlohmann::json;
@@ -151,12 +154,10 @@ Record parse_record(std::string_view line, const std::string& file, size_t line_
   r.skipped = get_bool(j, "skipped", file, line_no);
   std::string bh = get_str(j, "batch_hash", file, line_no);
   if (!bh.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long v = std::strtoull(bh.c_str(), &end, 16);
-    if (errno || *end || bh.size() > 16)
+    // Digits only: strtoull alone would also take "-1" (as 2^64 - 1), "0x..." and leading spaces.
+    if (bh.size() > 16 || bh.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
       throw ParseError(file, line_no, "field 'batch_hash': expected up to 16 hex digits, got '" + bh + "'");
-    r.batch_hash = v;
+    r.batch_hash = std::strtoull(bh.c_str(), nullptr, 16);
   }
   r.epoch = get_int(j, "epoch", file, line_no);
   r.samples_seen = get_int(j, "samples_seen", file, line_no);

@@ -34,10 +34,35 @@ void write_manifest(const Manifest& m, const std::string& path) {
   {
     std::ofstream out(tmp);
     if (!out) throw std::runtime_error(path + ": cannot write manifest");
-    out << j.dump(2) << "\n";
+    // `error` may quote raw bytes from a failing rank: replace invalid UTF-8 rather than throw.
+    out << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(path + ": cannot rename manifest");
 }
+
+namespace {
+
+// Reads one optional field (absent or null: `def`); a wrong type throws naming the file and the field.
+template <class T>
+T field(const json& o, const char* key, T def, const std::string& where, const std::string& path) {
+  auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return def;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw std::runtime_error(path + ": bad manifest field '" + where + key + "': got " + it->dump());
+  }
+}
+
+std::string required_string(const json& o, const char* key, const std::string& where, const std::string& path) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_string())
+    throw std::runtime_error(path + ": bad manifest field '" + where + key + "': " +
+                             (it == o.end() ? std::string("missing") : "expected a string, got " + it->dump()));
+  return it->get<std::string>();
+}
+
+}  // namespace
 
 Manifest read_manifest(const std::string& path) {
   std::ifstream in(path);
@@ -45,36 +70,38 @@ Manifest read_manifest(const std::string& path) {
   json j = json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw std::runtime_error(path + ": not a JSON object");
   Manifest m;
-  try {
-    m.scenario = j.at("scenario").get<std::string>();
-    m.source = j.value("source", "");
-    m.seed = j.value("seed", uint64_t{0});
-    m.world_size = j.value("world_size", 1);
-    m.steps = j.value("steps", int64_t{0});
-    m.versions = j.value("versions", "");
-    if (j.contains("expect")) {
-      const auto& e = j["expect"];
-      m.expect_cause = e.value("cause", "healthy");
-      m.expect_rank = e.value("rank", -1);
-      m.expect_within_steps = e.value("within_steps", int64_t{5});
-    }
-    for (const auto& f : j.value("faults", json::array())) {
+  m.scenario = required_string(j, "scenario", "", path);
+  m.source = field<std::string>(j, "source", "", "", path);
+  m.seed = field<uint64_t>(j, "seed", 0, "", path);
+  m.world_size = field<int>(j, "world_size", 1, "", path);
+  m.steps = field<int64_t>(j, "steps", 0, "", path);
+  m.versions = field<std::string>(j, "versions", "", "", path);
+  if (auto e = j.find("expect"); e != j.end() && !e->is_null()) {
+    if (!e->is_object()) throw std::runtime_error(path + ": bad manifest field 'expect': got " + e->dump());
+    m.expect_cause = field<std::string>(*e, "cause", "healthy", "expect.", path);
+    m.expect_rank = field<int>(*e, "rank", -1, "expect.", path);
+    m.expect_within_steps = field<int64_t>(*e, "within_steps", 5, "expect.", path);
+  }
+  if (auto fs = j.find("faults"); fs != j.end() && !fs->is_null()) {
+    if (!fs->is_array()) throw std::runtime_error(path + ": bad manifest field 'faults': got " + fs->dump());
+    for (size_t i = 0; i < fs->size(); ++i) {
+      const json& f = (*fs)[i];
+      const std::string where = "faults[" + std::to_string(i) + "].";
+      if (!f.is_object()) throw std::runtime_error(path + ": bad manifest field '" + where + "': got " + f.dump());
       ManifestFault mf;
-      mf.kind = f.at("kind").get<std::string>();
-      mf.mode = f.value("mode", "");
-      mf.rank = f.value("rank", -1);
-      mf.active_from = f.value("active_from", int64_t{-1});
-      mf.onset_step = f.value("onset_step", int64_t{-1});
-      mf.onset_t = f.value("onset_t", std::numeric_limits<double>::quiet_NaN());
+      mf.kind = required_string(f, "kind", where, path);
+      mf.mode = field<std::string>(f, "mode", "", where, path);
+      mf.rank = field<int>(f, "rank", -1, where, path);
+      mf.active_from = field<int64_t>(f, "active_from", -1, where, path);
+      mf.onset_step = field<int64_t>(f, "onset_step", -1, where, path);
+      mf.onset_t = field<double>(f, "onset_t", std::numeric_limits<double>::quiet_NaN(), where, path);
       m.faults.push_back(mf);
     }
-    m.status = j.value("status", "running");
-    m.error = j.value("error", "");
-    m.wall_s = j.value("wall_s", 0.0);
-    m.resolved_yaml = j.value("resolved_scenario", "");
-  } catch (const json::exception& e) {
-    throw std::runtime_error(path + ": bad manifest field: " + e.what());
   }
+  m.status = field<std::string>(j, "status", "running", "", path);
+  m.error = field<std::string>(j, "error", "", "", path);
+  m.wall_s = field<double>(j, "wall_s", 0.0, "", path);
+  m.resolved_yaml = field<std::string>(j, "resolved_scenario", "", "", path);
   return m;
 }
 
