@@ -1,1 +1,530 @@
-// placeholder, being written
+// The training step of one data-parallel rank, readable top to bottom (llm.c style): data, forward,
+// backward, all-reduce, optimizer, logging, with the fault hook points as visible calls between them.
+#include "sim/trainer.h"
+
+#include <fmt/format.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "faults/fault.h"
+#include "sim/data.h"
+#include "sim/dist.h"
+#include "sim/fp16.h"
+#include "sim/loss_scaler.h"
+#include "sim/models.h"
+#include "sim/sampler.h"
+#include "telemetry/jsonl.h"
+
+namespace flatline {
+namespace fs = std::filesystem;
+
+namespace {
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Run time: seconds since the run's start, steady within this process.
+class Clock {
+ public:
+  explicit Clock(double offset) : offset_(offset), start_(std::chrono::steady_clock::now()) {}
+  double t() const {
+    return offset_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void set_offset(double o) { offset_ = o; }
+
+ private:
+  double offset_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// The watchdog: a heartbeat every heartbeat_s with the step and phase, independent of progress.
+class Watchdog {
+ public:
+  Watchdog(JsonlWriter& w, const Clock& clock, int rank, double every_s)
+      : w_(w), clock_(clock), rank_(rank), every_(every_s), thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void set(int64_t step, const char* phase) {
+    step_ = step;
+    phase_ = phase;
+  }
+  void set_phase(const char* phase) { phase_ = phase; }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!cv_.wait_for(l, std::chrono::duration<double>(every_), [this] { return stop_; })) {
+      Record r;
+      r.kind = RecordKind::heartbeat;
+      r.rank = rank_;
+      r.t = clock_.t();
+      r.step = step_;
+      r.phase = phase_.load();
+      try {
+        w_.write(r);
+      } catch (...) {  // a full disk must not kill training from a side thread
+      }
+    }
+  }
+  JsonlWriter& w_;
+  const Clock& clock_;
+  int rank_;
+  double every_;
+  std::atomic<int64_t> step_{0};
+  std::atomic<const char*> phase_{"data"};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The data of either model, as batches of sample ids -> (x, y) tensors.
+struct Data {
+  TextCorpus text;
+  ImageSet images;
+  bool is_text = true;
+  int block = 64;
+  int64_t train_size() const {
+    return is_text ? static_cast<int64_t>(text.train.size() - 1) / block : images.train_size();
+  }
+  int64_t eval_size() const { return is_text ? static_cast<int64_t>(text.eval.size() - 1) / block : images.eval_size(); }
+  std::pair<at::Tensor, at::Tensor> batch(const int64_t* ids, int n, bool eval) const {
+    if (is_text) {
+      const auto& src = eval ? text.eval : text.train;
+      at::Tensor x = at::empty({n, block}, at::kLong), y = at::empty({n, block}, at::kLong);
+      auto* px = x.data_ptr<int64_t>();
+      auto* py = y.data_ptr<int64_t>();
+      for (int i = 0; i < n; ++i) {
+        const uint8_t* p = src.data() + ids[i] * block;
+        for (int j = 0; j < block; ++j) {
+          px[i * block + j] = p[j];
+          py[i * block + j] = p[j + 1];
+        }
+      }
+      return {x, y};
+    }
+    const auto& img = eval ? images.eval_images : images.train_images;
+    const auto& lab = eval ? images.eval_labels : images.train_labels;
+    const int px_per = images.rows * images.cols;
+    at::Tensor x = at::empty({n, 1, images.rows, images.cols}, at::kFloat), y = at::empty({n}, at::kLong);
+    auto* pxf = x.data_ptr<float>();
+    auto* py = y.data_ptr<int64_t>();
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < px_per; ++j)  // FashionMNIST mean/std normalisation (0.2860, 0.3530)
+        pxf[i * px_per + j] = (img[ids[i] * px_per + j] / 255.0f - 0.2860f) / 0.3530f;
+      py[i] = lab[ids[i]];
+    }
+    return {x, y};
+  }
+};
+
+Data load_data(const Scenario& s) {
+  Data d;
+  d.is_text = s.data.kind == "text";
+  d.block = s.model.block_size;
+  if (d.is_text) d.text = load_text(s.data.path.empty() ? kDefaultTextPath : s.data.path, s.data.eval_fraction);
+  else d.images = load_fashion_mnist(s.data.path.empty() ? kDefaultFashionMnistPath : s.data.path);
+  return d;
+}
+
+double sq_norm(const std::vector<at::Tensor>& ts) {
+  double s = 0;
+  for (const auto& t : ts) s += t.to(at::kDouble).pow(2).sum().item<double>();
+  return s;
+}
+
+std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
+  return fmt::format("{}/checkpoints/step-{:08d}", run_dir, step);
+}
+
+// The newest checkpoint whose every rank finished writing (rank 0 writes COMPLETE after a barrier).
+int64_t latest_checkpoint(const std::string& run_dir) {
+  int64_t best = -1;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints", ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || !fs::exists(e.path() / "COMPLETE")) continue;
+    best = std::max<int64_t>(best, std::stoll(name.substr(5)));
+  }
+  return best;
+}
+
+struct Progress {  // everything besides model and optimizer that a checkpoint must restore
+  int64_t step = 0, sched_step = 0, opt_step = 0, samples_seen = 0;
+  SamplerState sampler;
+  LossScaler scaler;
+  int64_t log_step = 0;
+  double log_loss = 0;
+};
+
+void save_checkpoint(const std::string& dir, int rank, TrainModel& model, torch::optim::Optimizer& opt,
+                     const Progress& p) {
+  fs::create_directories(dir);
+  torch::serialize::OutputArchive ar, opt_ar;
+  model.save(ar);
+  opt.save(opt_ar);
+  ar.write("optimizer", opt_ar);
+  ar.write("progress", at::tensor({p.step, p.sched_step, p.opt_step, p.samples_seen, p.sampler.epoch,
+                                   p.sampler.position, p.scaler.growth_tracker, p.log_step}, at::kLong));
+  ar.write("progress_f", at::tensor({p.scaler.scale, p.log_loss}, at::kDouble));
+  ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  const std::string path = fmt::format("{}/rank-{}.pt", dir, rank);
+  ar.save_to(path + ".tmp");
+  fs::rename(path + ".tmp", path);
+}
+
+Progress load_checkpoint(const std::string& dir, int rank, TrainModel& model, torch::optim::Optimizer& opt) {
+  torch::serialize::InputArchive ar, opt_ar;
+  ar.load_from(fmt::format("{}/rank-{}.pt", dir, rank));
+  model.load(ar);
+  ar.read("optimizer", opt_ar);
+  opt.load(opt_ar);
+  at::Tensor pi, pf, rng;
+  ar.read("progress", pi);
+  ar.read("progress_f", pf);
+  ar.read("rng", rng);
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(rng);
+  auto i = pi.accessor<int64_t, 1>();
+  auto f = pf.accessor<double, 1>();
+  Progress p;
+  p.step = i[0];
+  p.sched_step = i[1];
+  p.opt_step = i[2];
+  p.samples_seen = i[3];
+  p.sampler = {i[4], i[5]};
+  p.scaler.growth_tracker = i[6];
+  p.log_step = i[7];
+  p.scaler.scale = f[0];
+  p.log_loss = f[1];
+  return p;
+}
+
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& g : opt.param_groups()) g.options().set_lr(lr);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o, const std::vector<at::Tensor>& ps) {
+  if (o.kind == "sgd")
+    return std::make_unique<torch::optim::SGD>(
+        ps, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  return std::make_unique<torch::optim::AdamW>(
+      ps, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+}
+
+int default_threads(int local_ranks) {
+  unsigned hw = std::thread::hardware_concurrency();
+  return std::max(1, static_cast<int>(hw == 0 ? 1 : hw) / std::max(1, local_ranks));
+}
+
+}  // namespace
+
+RankResult train_rank(const RankOptions& o) {
+  const Scenario& sc = o.scenario;
+  const int rank = o.rank, world = o.world_size;
+  at::set_num_threads(o.threads > 0 ? o.threads : default_threads(o.local_world_size));
+
+  // ---- set-up: faults, schedule, telemetry, process group, data, model, optimizer -----------------
+  auto faults = make_faults(sc);
+  TrainPlan plan{LrSchedule(sc.schedule, sc.optimizer.lr)};
+  for (const auto& f : faults) f->plan(plan);
+
+  fs::create_directories(o.run_dir + "/telemetry");
+  JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
+  Clock clock(0);
+  auto event = [&](const std::string& name, int64_t step, const std::string& detail = "") {
+    Record r;
+    r.kind = RecordKind::event;
+    r.rank = rank;
+    r.t = clock.t();
+    r.step = step;
+    r.name = name;
+    r.detail = detail;
+    tel.write(r);
+  };
+
+  const double my_start = wall_now();
+  Comm comm(rank, world, o.master_addr, o.master_port,
+            std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
+  clock.set_offset(my_start - (o.run_t0 > 0 ? o.run_t0 : comm.shared_start_time(my_start)));
+  Watchdog watchdog(tel, clock, rank, sc.heartbeat_s);
+
+  RankResult result;
+  try {
+    const Data data = load_data(sc);
+    std::shared_ptr<TrainModel> model;
+    {
+      // The default generator is process-wide: ranks run as threads in tests must not interleave draws.
+      static std::mutex init_mu;
+      std::lock_guard<std::mutex> lock(init_mu);
+      at::manual_seed(sc.seed);  // identical init on every rank; rank 0's is broadcast below anyway
+      model = make_model(sc.model);
+    }
+    model->set_fp16(sc.precision == "fp16");
+    std::vector<at::Tensor> params = model->parameters();
+    {
+      at::NoGradGuard ng;
+      for (auto& p : params) comm.broadcast(p, 0);
+    }
+    auto opt = make_optimizer(sc.optimizer, params);
+    DistributedSampler sampler(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
+
+    Progress pr;
+    pr.scaler.enabled = sc.precision == "fp16";
+    if (!pr.scaler.enabled) pr.scaler.scale = 1.0;
+    if (o.resume) {
+      const int64_t ck = latest_checkpoint(o.run_dir);
+      if (ck < 0) throw RankError(fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint",
+                                              rank, o.run_dir));
+      pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, *model, *opt);
+      ResumeActions ra;
+      for (const auto& f : faults) f->resume(ra, pr.step);
+      if (!ra.restore_sampler) pr.sampler = SamplerState{};
+      if (ra.finish_scheduler) {  // the restored scheduler is one that ran to the end of a schedule to 0
+        plan.schedule.spec.min_lr = 0;
+        pr.sched_step = plan.schedule.spec.total;
+      }
+      event("resume", pr.step, fmt::format("from checkpoint step {}", ck));
+      event("checkpoint_load", pr.step, checkpoint_dir(o.run_dir, ck));
+    } else {
+      event("run_start", 0, fmt::format("world_size {}, scenario {}", world, sc.name));
+    }
+    sampler.set_state(pr.sampler);
+
+    const int per_micro = sc.batch_size;
+    for (int64_t step = pr.step + 1; step <= sc.steps; ++step) {
+      const auto t_step = std::chrono::steady_clock::now();
+      StepActions act;
+      act.step = step;
+      act.rank = rank;
+      act.world_size = world;
+
+      // ---- data ---------------------------------------------------------------------------------
+      watchdog.set(step, "data");
+      apply_all(faults, Hook::before_forward, act);
+      std::vector<int64_t> ids = act.batch_index >= 0 ? sampler.at(act.batch_index) : sampler.next();
+      pr.sampler = sampler.state();
+      pr.samples_seen += static_cast<int64_t>(ids.size());
+
+      // ---- forward + backward over grad_accum micro-batches (loss scaled for fp16) ------------------
+      watchdog.set_phase("compute");
+      for (auto& p : params)
+        if (p.grad().defined()) p.mutable_grad().zero_();
+      double loss_sum = 0;
+      for (int m = 0; m < sc.grad_accum; ++m) {
+        auto [x, y] = data.batch(ids.data() + m * per_micro, per_micro, false);
+        model->set_inject_inf(act.inject_inf && m == 0);
+        at::Tensor loss = model->loss(x, y);
+        loss_sum += loss.item<double>();
+        if (!act.skip_backward) (loss * (pr.scaler.scale / sc.grad_accum)).backward();
+      }
+      for (auto& p : params)
+        if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+      apply_all(faults, Hook::after_backward, act);
+      if (act.zero_grads || act.skip_backward)
+        for (auto& p : params) p.mutable_grad().zero_();
+      std::vector<at::Tensor> grads;
+      for (auto& p : params) grads.push_back(p.grad());
+      const double local_grad_norm = std::sqrt(sq_norm(grads)) / pr.scaler.scale;
+      const double loss = loss_sum / sc.grad_accum;
+
+      // ---- all-reduce: mean of gradients and of the loss over ranks --------------------------------
+      apply_all(faults, Hook::at_allreduce, act);
+      if (act.block_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(act.block_s));
+      watchdog.set_phase("collective");
+      const auto t_comm = std::chrono::steady_clock::now();
+      std::vector<at::Tensor> flat_parts;
+      for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+      flat_parts.push_back(at::full({1}, loss, at::kFloat));
+      at::Tensor flat = at::cat(flat_parts);
+      comm.allreduce_sum(flat);
+      flat.div_(world);
+      {
+        int64_t off = 0;
+        for (auto& g : grads) {
+          g.copy_(flat.slice(0, off, off + g.numel()).view_as(g));
+          off += g.numel();
+        }
+      }
+      const double loss_avg = flat[flat.numel() - 1].item<double>();
+      const double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_comm).count();
+
+      // ---- optimizer: unscale, overflow check, clip, update (GradScaler + clip_grad_norm_ order) -----
+      watchdog.set_phase("optimizer");
+      apply_all(faults, Hook::before_optimizer, act);
+      if (pr.scaler.enabled)
+        for (auto& g : grads) g.div_(pr.scaler.scale);
+      const double scale_used = pr.scaler.scale;
+      bool found_inf = false;
+      for (auto& g : grads) found_inf = found_inf || !at::isfinite(g).all().item<bool>();
+      const double grad_norm = std::sqrt(sq_norm(grads));
+      int64_t zeros = 0, numel = 0;
+      for (auto& g : grads) {
+        zeros += (g == 0).sum().item<int64_t>();
+        numel += g.numel();
+      }
+      const bool skipped = pr.scaler.update(found_inf, act.max_loss_scale);
+      const double lr = plan.schedule.lr(pr.sched_step);
+      double update_norm = 0;
+      if (!skipped) {
+        if (sc.optimizer.grad_clip > 0 && grad_norm > sc.optimizer.grad_clip) {
+          const double coef = sc.optimizer.grad_clip / (grad_norm + 1e-6);  // torch.nn.utils.clip_grad_norm_
+          for (auto& g : grads) g.mul_(coef);
+        }
+        std::vector<at::Tensor> before;
+        for (auto& p : params) before.push_back(p.detach().clone());
+        set_lr(*opt, lr);
+        opt->step();
+        ++pr.opt_step;
+        at::NoGradGuard ng;
+        double s = 0;
+        for (size_t i = 0; i < params.size(); ++i) s += (params[i].detach() - before[i]).to(at::kDouble).pow(2).sum().item<double>();
+        update_norm = std::sqrt(s);
+      }
+      if (!act.scheduler_frozen) ++pr.sched_step;
+      const double param_norm = std::sqrt(sq_norm(params));
+
+      // ---- consistency (nccl-tests' #wrong): parameters must be identical on every rank -------------
+      if (world > 1) {
+        double checksum = 0;
+        for (auto& p : params) checksum += p.detach().to(at::kDouble).sum().item<double>();
+        at::Tensor c = at::tensor({checksum, -checksum}, at::kDouble);
+        comm.allreduce_max(c);
+        if (c[0].item<double>() != -c[1].item<double>()) ++result.param_mismatches;
+      }
+
+      // ---- logging --------------------------------------------------------------------------------
+      apply_all(faults, Hook::at_logging, act);
+      if (!act.freeze_logging) {
+        pr.log_step = step;
+        pr.log_loss = loss;
+      }
+      Record r;
+      r.rank = rank;
+      r.t = clock.t();
+      r.step = pr.log_step;
+      r.opt_step = pr.opt_step;
+      r.loss = pr.log_loss;
+      r.loss_avg = act.freeze_logging ? pr.log_loss : loss_avg;
+      r.lr = lr;
+      r.grad_norm = grad_norm;
+      r.local_grad_norm = local_grad_norm;
+      r.grad_zero_frac = numel ? static_cast<double>(zeros) / static_cast<double>(numel) : 0.0;
+      r.param_norm = param_norm;
+      r.update_norm = update_norm;
+      r.loss_scale = scale_used;
+      r.overflow = found_inf;
+      r.skipped = skipped;
+      r.batch_hash = batch_hash(ids);
+      r.epoch = pr.sampler.epoch;
+      r.samples_seen = pr.samples_seen;
+      r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
+      r.comm_ms = comm_ms;
+      tel.write(r);
+      pr.step = step;
+      result.last_step = step;
+      result.losses.push_back(loss);
+
+      // ---- eval: every rank evaluates its share of the held-out batches; mean over ranks --------------
+      if (sc.eval_every > 0 && step % sc.eval_every == 0) {
+        watchdog.set_phase("eval");
+        event("eval_start", step);
+        at::NoGradGuard ng;
+        double sum = 0, n = 0;
+        const int64_t n_eval = data.eval_size();
+        std::vector<int64_t> eids(static_cast<size_t>(per_micro));
+        for (int b = rank; b < sc.eval_batches; b += world) {
+          for (int i = 0; i < per_micro; ++i) eids[static_cast<size_t>(i)] = (int64_t{b} * per_micro + i) % n_eval;
+          auto [x, y] = data.batch(eids.data(), per_micro, true);
+          sum += model->loss(x, y).item<double>();
+          n += 1;
+        }
+        at::Tensor s = at::tensor({sum, n}, at::kDouble);
+        comm.allreduce_sum(s);
+        Record e;
+        e.kind = RecordKind::eval;
+        e.rank = rank;
+        e.t = clock.t();
+        e.step = step;
+        e.eval_loss = s[0].item<double>() / std::max(1.0, s[1].item<double>());
+        tel.write(e);
+        event("eval_end", step);
+      }
+
+      // ---- checkpoint: every rank saves its state; rank 0 marks it complete after a barrier ----------
+      if (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) {
+        watchdog.set_phase("checkpoint");
+        const std::string dir = checkpoint_dir(o.run_dir, step);
+        save_checkpoint(dir, rank, *model, *opt, pr);
+        comm.barrier();
+        if (rank == 0) std::ofstream(dir + "/COMPLETE") << step << "\n";
+        event("checkpoint_save", step, dir);
+      }
+
+      // ---- restart: the scheduler stops every rank here; new processes resume from the checkpoint -----
+      if (!o.resume && sc.restart_at == step) {
+        event("stop_for_restart", step);
+        result.stopped_for_restart = true;
+        break;
+      }
+    }
+    result.opt_steps = pr.opt_step;
+    if (o.keep_params)
+      for (auto& p : params) {
+        at::Tensor c = p.detach().contiguous().to(at::kFloat);
+        result.params.insert(result.params.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+      }
+    if (!result.stopped_for_restart)
+      event("run_end", result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
+  } catch (const std::exception& e) {
+    event("error", result.last_step, e.what());
+    throw RankError(e.what());
+  }
+  return result;
+}
+
+double measure_step_ms(const Scenario& sc, int steps, int threads) {
+  at::set_num_threads(threads);
+  const Data data = load_data(sc);
+  at::manual_seed(sc.seed);
+  auto model = make_model(sc.model);
+  std::vector<at::Tensor> params = model->parameters();
+  auto opt = make_optimizer(sc.optimizer, params);
+  DistributedSampler sampler(data.train_size(), 1, 0, sc.batch_size, 1, sc.seed);
+  std::vector<double> ms;
+  for (int i = 0; i <= steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ids = sampler.next();
+    auto [x, y] = data.batch(ids.data(), sc.batch_size, false);
+    opt->zero_grad();
+    model->loss(x, y).backward();
+    std::vector<at::Tensor> grads;
+    for (auto& p : params) grads.push_back(p.grad());
+    const double n = std::sqrt(sq_norm(grads));
+    if (sc.optimizer.grad_clip > 0 && n > sc.optimizer.grad_clip)
+      for (auto& g : grads) g.mul_(sc.optimizer.grad_clip / (n + 1e-6));
+    opt->step();
+    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace flatline

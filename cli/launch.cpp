@@ -1,0 +1,238 @@
+#include "cli/launch.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "faults/fault.h"
+#include "telemetry/jsonl.h"
+
+namespace flatline {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kExitRestart = 3;
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int free_port() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error(std::string("cannot find a free TCP port: ") + std::strerror(errno));
+  int port = ntohs(a.sin_port);
+  close(s);
+  return port;
+}
+
+pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, bool resume) {
+  fs::create_directories(o.run_dir + "/logs");
+  const std::string log = fmt::format("{}/logs/rank-{}.log", o.run_dir, rank);
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid > 0) return pid;
+  // child
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+  }
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(s.world_size).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(s.world_size).c_str(), 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  setenv("FLATLINE_RUN_T0", fmt::format("{:.6f}", t0).c_str(), 1);
+  if (o.threads_per_rank > 0) setenv("FLATLINE_THREADS", std::to_string(o.threads_per_rank).c_str(), 1);
+  const std::string scen = o.run_dir + "/scenario.yaml";
+  std::vector<const char*> argv = {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()};
+  if (resume) argv.push_back("--resume");
+  argv.push_back(nullptr);
+  execv(o.self_exe.c_str(), const_cast<char* const*>(argv.data()));
+  std::fprintf(stderr, "exec %s failed: %s\n", o.self_exe.c_str(), std::strerror(errno));
+  _exit(127);
+}
+
+std::string last_lines(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string out;
+  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size(); ++i)
+    out += lines[i] + "\n";
+  return out;
+}
+
+// Feeds every new record of every rank into the triage (each rank's order preserved).
+struct LiveFeed {
+  std::vector<std::unique_ptr<JsonlTail>> tails;
+  std::vector<std::string> warnings;
+  std::vector<Record> all;
+  double last_t = 0;
+  void poll(Triage& tri) {
+    for (auto& t : tails) {
+      std::vector<Record> batch;
+      t->poll(batch, &warnings);
+      for (auto& r : batch) {
+        tri.observe(r);
+        if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
+        all.push_back(std::move(r));
+      }
+    }
+  }
+};
+
+// Runs one phase (start or resume) of all ranks; returns the exit codes, first error.
+std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0, bool resume, Triage& tri,
+                           LiveFeed& feed, std::string& first_error) {
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < s.world_size; ++r) pids.push_back(spawn_rank(o, s, r, port, t0, resume));
+  std::vector<int> codes(pids.size(), -1);
+  size_t alive = pids.size();
+  double kill_at = -1;
+  // A rank's failure reaches the others within the collective timeout; past that (plus start-up and
+  // checkpoint slack) whoever is left is stuck, so it is killed.
+  const double grace = s.collective_timeout_s + 20;
+  while (alive > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    feed.poll(tri);
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (codes[i] != -1) continue;
+      int st = 0;
+      if (waitpid(pids[i], &st, WNOHANG) != pids[i]) continue;
+      codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      --alive;
+      if (codes[i] != 0 && codes[i] != kExitRestart) {
+        if (first_error.empty())
+          first_error = fmt::format("rank {} exited with status {}: {}", i, codes[i],
+                                    last_lines(fmt::format("{}/logs/rank-{}.log", o.run_dir, i), 3));
+        if (kill_at < 0) kill_at = wall_now() + grace;
+      }
+    }
+    if (kill_at > 0 && alive > 0 && wall_now() > kill_at) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1) kill(pids[i], SIGKILL);
+      kill_at = wall_now() + 3600;  // reaped on the next turns
+    }
+  }
+  feed.poll(tri);
+  return codes;
+}
+
+}  // namespace
+
+LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const LaunchOptions& o) {
+  LaunchResult res;
+  const double start = wall_now();
+  std::error_code ec;
+  fs::remove_all(o.run_dir, ec);
+  fs::create_directories(o.run_dir + "/telemetry");
+  std::ofstream(o.run_dir + "/scenario.yaml") << yaml_text;
+
+  Manifest& m = res.manifest;
+  m.scenario = s.name;
+  m.source = s.source;
+  m.resolved_yaml = to_yaml(s);
+  m.seed = s.seed;
+  m.world_size = s.world_size;
+  m.steps = s.steps;
+  m.versions = fmt::format("flatline {}; libtorch (Debian libtorch-dev 1.13); c10d ProcessGroupGloo", FLATLINE_VERSION);
+  m.expect_cause = s.expect.cause;
+  m.expect_rank = s.expect.rank;
+  m.expect_within_steps = s.expect.within_steps;
+  for (const auto& f : make_faults(s)) {
+    FaultTruth t = f->truth();
+    m.faults.push_back({t.kind, t.mode, t.rank, t.active_from, t.onset_step});
+  }
+  write_manifest(m, o.run_dir + "/manifest.json");
+
+  DetectorConfig cfg;
+  cfg.world_size = s.world_size;
+  Triage tri(cfg);
+  if (o.live_print)
+    tri.on_finding([](const Finding& f) {
+      std::cout << fmt::format("  [live] step {} (t={:.1f}s): {}{} — {}\n", f.detected_step, f.detected_t, f.cause,
+                               f.rank >= 0 ? fmt::format(" (rank {})", f.rank) : "",
+                               f.evidence.empty() ? "" : f.evidence.front())
+                << std::flush;
+    });
+  LiveFeed feed;
+  for (int r = 0; r < s.world_size; ++r)
+    feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
+
+  auto codes = run_phase(s, o, start, false, tri, feed, res.first_error);
+  const bool restart = std::all_of(codes.begin(), codes.end(), [](int c) { return c == kExitRestart; });
+  if (restart) codes = run_phase(s, o, start, true, tri, feed, res.first_error);
+  tri.finish(feed.last_t);
+  res.diagnosis = tri.diagnosis();
+
+  // onset_t: when the onset step was logged on the target rank (or, for a step never logged, when the
+  // step before it was: the moment the faulted step began).
+  for (auto& f : m.faults) {
+    const int rank = f.rank >= 0 ? f.rank : 0;
+    double at = NAN, before = NAN;
+    for (const auto& r : feed.all) {
+      if (r.kind != RecordKind::step || r.rank != rank) continue;
+      if (r.step == f.onset_step && std::isnan(at)) at = r.t;
+      if (r.step == f.onset_step - 1 && std::isnan(before)) before = r.t;
+    }
+    f.onset_t = std::isnan(at) ? before : at;
+  }
+  m.status = res.first_error.empty() ? "completed" : "failed";
+  m.error = res.first_error;
+  m.wall_s = wall_now() - start;
+  write_manifest(m, o.run_dir + "/manifest.json");
+  std::ofstream(o.run_dir + "/diagnosis.json") << to_json(res.diagnosis) << "\n";
+  if (!feed.warnings.empty()) {
+    std::ofstream w(o.run_dir + "/telemetry_warnings.txt");
+    for (const auto& x : feed.warnings) w << x << "\n";
+  }
+  return res;
+}
+
+Diagnosis diagnose_run_dir(const std::string& dir, int world_size, std::vector<std::string>* warnings) {
+  std::string tdir = fs::exists(dir + "/telemetry") ? dir + "/telemetry" : dir;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(tdir))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw std::runtime_error(dir + ": no telemetry (*.jsonl) found");
+  DetectorConfig cfg;
+  cfg.world_size = world_size;
+  Triage tri(cfg);
+  double last_t = 0;
+  for (const auto& f : files)
+    for (const auto& r : read_jsonl(f, warnings)) {
+      tri.observe(r);
+      if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
+    }
+  tri.finish(last_t);
+  return tri.diagnosis();
+}
+
+}  // namespace flatline

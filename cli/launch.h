@@ -1,0 +1,36 @@
+// The launcher behind `flatline run` and `flatline score` (no torch): starts world_size local rank
+// processes (this same binary, `flatline worker`, with torchrun's RANK / WORLD_SIZE / MASTER_ADDR /
+// MASTER_PORT variables), restarts them from the checkpoint when the scenario says so, tails their
+// telemetry into the detectors while they train (live diagnosis), and writes the run's manifest.
+// A rank that fails makes the launcher stop the others after the collective timeout plus a grace
+// period, so a run always ends in bounded time.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "detectors/triage.h"
+#include "faults/scenario.h"
+#include "telemetry/manifest.h"
+
+namespace flatline {
+
+struct LaunchOptions {
+  std::string run_dir;             // created (emptied if it exists)
+  std::string self_exe;            // path of the flatline binary
+  bool live_print = true;          // print findings as the detectors fire
+  int threads_per_rank = 0;        // 0: cores / world_size
+};
+
+struct LaunchResult {
+  Manifest manifest;
+  Diagnosis diagnosis;
+  std::string first_error;         // first rank error, "" if none
+};
+
+// `yaml_text` is the scenario as written (copied into run_dir/scenario.yaml for the ranks).
+LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const LaunchOptions& o);
+
+// Diagnoses a finished run directory (or a directory of rank-*.jsonl files) post hoc.
+Diagnosis diagnose_run_dir(const std::string& dir, int world_size, std::vector<std::string>* warnings);
+
+}  // namespace flatline

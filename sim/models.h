@@ -1,0 +1,35 @@
+// The two real models the harness trains (torch; only sim/ includes this):
+//  - GPT: byte-level decoder-only transformer (GPT-2 layout, as in karpathy/nanoGPT and llm.c):
+//    token + learned position embeddings, n_layer pre-LayerNorm blocks of causal self-attention and a
+//    4x GELU(tanh) MLP, final LayerNorm, lm head tied to the token embedding (or untied). Init N(0, 0.02),
+//    residual projections N(0, 0.02 / sqrt(2 n_layer)) (GPT-2 paper, sec. 2.3). Vocab 256 (bytes).
+//  - CNN: a small Fashion-MNIST classifier: [conv3x3(c) ReLU maxpool2] -> [conv3x3(2c) ReLU maxpool2]
+//    -> linear(hidden) ReLU -> linear(10). PyTorch default init.
+// Both return the mean cross-entropy of a batch. `fp16` (set_fp16) rounds activations and their
+// gradients through IEEE binary16 at module boundaries (sim/fp16.h), emulating fp16 numerics on CPU.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "faults/scenario.h"
+#include "sim/torch_pch.h"
+
+namespace flatline {
+
+class TrainModel : public torch::nn::Module {
+ public:
+  // x: GPT (B, T) int64 tokens; CNN (B, 1, 28, 28) float. y: GPT (B, T) int64; CNN (B) int64.
+  virtual at::Tensor loss(const at::Tensor& x, const at::Tensor& y) = 0;
+  void set_fp16(bool on) { fp16_ = on; }
+  // Makes one activation inf in the backward pass of the next forward (loss_scale_collapse).
+  void set_inject_inf(bool on) { inject_inf_ = on; }
+
+ protected:
+  at::Tensor boundary(const at::Tensor& x);  // fp16 rounding at a module boundary (identity in fp32)
+  bool fp16_ = false;
+  bool inject_inf_ = false;
+};
+
+std::shared_ptr<TrainModel> make_model(const ModelSpec& spec);
+
+}  // namespace flatline

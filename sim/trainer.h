@@ -1,0 +1,49 @@
+// The training harness of one data-parallel rank (torch-free interface; the step is in trainer.cpp).
+// train_rank() trains the scenario's model on its data from step 1 (or from the latest checkpoint when
+// resuming) to `steps`, or to the scenario's restart point, writing telemetry/rank-<r>.jsonl in the run
+// directory: a step record per optimizer step, heartbeats from a watchdog thread, events, eval records.
+// Errors: a collective that fails or times out (a peer died or hung) writes an `error` event and throws
+// RankError; every completed step's record is already on disk (each line is flushed).
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "faults/scenario.h"
+
+namespace flatline {
+
+class RankError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RankOptions {
+  Scenario scenario;
+  std::string run_dir;             // telemetry/ and checkpoints/ go here
+  int rank = 0, world_size = 1, local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool resume = false;             // continue from the latest checkpoint in run_dir
+  int threads = 0;                 // intra-op threads; 0: hardware cores / local ranks (at least 1)
+  double run_t0 = 0;               // wall-clock seconds of the run's start; 0: rank 0's start, shared
+  bool keep_params = false;        // return the final parameters (tests)
+};
+
+struct RankResult {
+  int64_t last_step = 0;           // last step completed
+  int64_t opt_steps = 0;           // optimizer updates applied
+  int64_t param_mismatches = 0;    // steps after which parameters differed across ranks (must be 0)
+  bool stopped_for_restart = false;
+  std::vector<float> params;       // flattened parameters, when keep_params
+  std::vector<double> losses;      // this rank's loss per step
+};
+
+RankResult train_rank(const RankOptions& o);
+
+// Step time of the scenario's model on one rank (ms per optimizer step, median of `steps` after one
+// warm-up step), no telemetry, no collectives: the number the notes and benchmarks report.
+double measure_step_ms(const Scenario& s, int steps, int threads);
+
+}  // namespace flatline
