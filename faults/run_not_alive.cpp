@@ -1,0 +1,37 @@
+// run_not_alive: the step counter stops (DESIGN.md cause 1).
+//   hang           the target rank blocks before the gradient all-reduce for params.timeout_s (default:
+//                  the collective timeout + 10 s); the other ranks wait inside the all-reduce, their
+//                  heartbeats go on, and the collective timeout ends the run with an error on every rank.
+//   stale_logging  training goes on, but from `at` the logged step and loss stop changing (a logger
+//                  that keeps printing a cached value).
+#include <fmt/format.h>
+
+#include "faults/fault.h"
+
+namespace flatline {
+namespace {
+
+class RunNotAlive : public Fault {
+ public:
+  RunNotAlive(const FaultSpec& f, const Scenario& s) : Fault(f, s) {
+    if (f.mode == "hang" && s.world_size < 2)
+      throw ScenarioError(fmt::format("{}:{}: run_not_alive/hang needs world_size >= 2 (a peer to wait for it)",
+                                      s.source, f.line));
+    if (f.mode == "hang" && f.target_rank < 0)
+      throw ScenarioError(fmt::format("{}:{}: run_not_alive/hang needs a target rank", s.source, f.line));
+    block_s_ = f.params.count("timeout_s") ? f.params.at("timeout_s") : s.collective_timeout_s + 10;
+  }
+
+  void apply(Hook h, StepActions& a) const override {
+    if (spec_.mode == "hang" && h == Hook::at_allreduce && a.step == first_active_step()) a.block_s = block_s_;
+    if (spec_.mode == "stale_logging" && h == Hook::at_logging) a.freeze_logging = true;
+  }
+
+ private:
+  double block_s_;
+};
+
+FLATLINE_REGISTER_FAULT("run_not_alive", RunNotAlive);
+
+}  // namespace
+}  // namespace flatline
