@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -123,7 +124,10 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
     c.only_keys(t, "target", {"rank"});
     if (auto r = t["rank"]) {
       if (r.IsScalar() && r.Scalar() == "all") f.target_rank = -1;
-      else f.target_rank = c.get<int>(r, "rank");
+      else {
+        f.target_rank = c.get<int>(r, "rank");
+        if (f.target_rank < 0) c.fail(r, fmt::format("'rank': expected a rank >= 0 or 'all', got {}", f.target_rank));
+      }
     }
   }
   if (auto p = n["params"]) {
@@ -280,6 +284,16 @@ Scenario load_scenario_file(const std::string& path) {
   return load_scenario_text(ss.str(), path);
 }
 
+namespace {
+// Shortest round-trip form (0.003, not yaml-cpp's 0.0030000000000000001): the resolved scenario in a
+// manifest is read by people, and re-loads to the same doubles.
+std::string num(double v) {
+  if (std::isnan(v)) return ".nan";
+  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
+  return fmt::format("{}", v);
+}
+}  // namespace
+
 std::string to_yaml(const Scenario& s) {
   YAML::Emitter e;
   e << YAML::BeginMap;
@@ -297,19 +311,20 @@ std::string to_yaml(const Scenario& s) {
   e << YAML::EndMap;
   e << YAML::Key << "data" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
     << s.data.kind << YAML::Key << "path" << YAML::Value << s.data.path << YAML::Key << "eval_fraction"
-    << YAML::Value << s.data.eval_fraction << YAML::EndMap;
+    << YAML::Value << num(s.data.eval_fraction) << YAML::EndMap;
   e << YAML::Key << "world_size" << YAML::Value << s.world_size;
   e << YAML::Key << "steps" << YAML::Value << s.steps;
   e << YAML::Key << "batch_size" << YAML::Value << s.batch_size;
   e << YAML::Key << "grad_accum" << YAML::Value << s.grad_accum;
   e << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind"
-    << YAML::Value << s.optimizer.kind << YAML::Key << "lr" << YAML::Value << s.optimizer.lr << YAML::Key
-    << "betas" << YAML::Value << YAML::Flow << std::vector<double>{s.optimizer.beta1, s.optimizer.beta2}
-    << YAML::Key << "eps" << YAML::Value << s.optimizer.eps << YAML::Key << "weight_decay" << YAML::Value
-    << s.optimizer.weight_decay << YAML::Key << "grad_clip" << YAML::Value << s.optimizer.grad_clip << YAML::EndMap;
+    << YAML::Value << s.optimizer.kind << YAML::Key << "lr" << YAML::Value << num(s.optimizer.lr) << YAML::Key
+    << "betas" << YAML::Value << YAML::Flow << std::vector<std::string>{num(s.optimizer.beta1), num(s.optimizer.beta2)}
+    << YAML::Key << "eps" << YAML::Value << num(s.optimizer.eps) << YAML::Key << "weight_decay" << YAML::Value
+    << num(s.optimizer.weight_decay) << YAML::Key << "grad_clip" << YAML::Value << num(s.optimizer.grad_clip) << YAML::Key
+    << "momentum" << YAML::Value << num(s.optimizer.momentum) << YAML::EndMap;
   e << YAML::Key << "schedule" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
     << s.schedule.kind << YAML::Key << "warmup" << YAML::Value << s.schedule.warmup << YAML::Key << "total"
-    << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << s.schedule.min_lr << YAML::EndMap;
+    << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << num(s.schedule.min_lr) << YAML::EndMap;
   e << YAML::Key << "precision" << YAML::Value << s.precision;
   e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
     << YAML::Value << s.checkpoint_every << YAML::EndMap;
@@ -318,8 +333,9 @@ std::string to_yaml(const Scenario& s) {
       << s.restart_at << YAML::EndMap;
   e << YAML::Key << "eval" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every" << YAML::Value
     << s.eval_every << YAML::Key << "batches" << YAML::Value << s.eval_batches << YAML::EndMap;
-  e << YAML::Key << "heartbeat_s" << YAML::Value << s.heartbeat_s;
-  e << YAML::Key << "collective_timeout_s" << YAML::Value << s.collective_timeout_s;
+  e << YAML::Key << "heartbeat_s" << YAML::Value << num(s.heartbeat_s);
+  e << YAML::Key << "collective_timeout_s" << YAML::Value << num(s.collective_timeout_s);
+  e << YAML::Key << "log_every" << YAML::Value << s.log_every;
   e << YAML::Key << "faults" << YAML::Value << YAML::BeginSeq;
   for (const auto& f : s.faults) {
     e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << f.kind;
@@ -328,7 +344,7 @@ std::string to_yaml(const Scenario& s) {
       e << YAML::Key << "range" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "start"
         << YAML::Value << f.range_start << YAML::Key << "end" << YAML::Value << f.range_end << YAML::Key << "every"
         << YAML::Value << f.range_every << YAML::EndMap << YAML::Key << "probability" << YAML::Value
-        << f.probability;
+        << num(f.probability);
     if (f.lifetime_steps > 0)
       e << YAML::Key << "lifetime" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "steps"
         << YAML::Value << f.lifetime_steps << YAML::EndMap;
@@ -337,7 +353,7 @@ std::string to_yaml(const Scenario& s) {
     e << YAML::EndMap;
     e << YAML::Key << "params" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "mode" << YAML::Value
       << f.mode;
-    for (const auto& [k, v] : f.params) e << YAML::Key << k << YAML::Value << v;
+    for (const auto& [k, v] : f.params) e << YAML::Key << k << YAML::Value << num(v);
     e << YAML::EndMap << YAML::EndMap;
   }
   e << YAML::EndSeq;
