@@ -1,0 +1,145 @@
+// End to end: `flatline run` on short 2-rank scenarios, as a user runs it; the diagnosis and the run
+// directory are checked. Also: a hung rank ends the run with a clear error in bounded time.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "telemetry/jsonl.h"
+#include "telemetry/manifest.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Ran {
+  int status;
+  std::string out;
+  double seconds;
+};
+
+Ran run(const std::string& args) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string cmd = std::string(FLATLINE_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int st = pclose(p);
+  return {WEXITSTATUS(st), out, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+std::string scratch() {
+  auto d = fs::temp_directory_path() / ("flatline-e2e-" + std::to_string(std::random_device{}() % 1000000));
+  fs::create_directories(d);
+  return d.string();
+}
+
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir + "/" + name) << text;
+  return dir + "/" + name;
+}
+
+const char* kBase = R"(seed: 3
+model: {kind: gpt, n_layer: 1, n_head: 2, n_embd: 32, block_size: 32}
+data: {kind: text}
+world_size: 2
+batch_size: 8
+optimizer: {kind: adamw, lr: 3.0e-3}
+heartbeat_s: 0.2
+)";
+
+TEST(EndToEnd, RunNamesLrZeroWithEvidenceAndWritesTheRunDirectory) {
+  const std::string d = scratch();
+  const std::string yaml = std::string("name: e2e-lr-zero\n") + kBase + R"(steps: 60
+schedule: {kind: cosine, warmup: 5, total: 60, min_lr: 3.0e-4}
+faults:
+  - {kind: lr_zero, at: 40, target: {rank: all}, params: {mode: schedule_total_too_short}}
+expect: {cause: lr_zero, within_steps: 3}
+)";
+  Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("lr_zero"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verdict: correct"), std::string::npos) << r.out;
+  const std::string run_dir = d + "/runs/e2e-lr-zero";
+  auto m = flatline::read_manifest(run_dir + "/manifest.json");
+  EXPECT_EQ(m.status, "completed");
+  ASSERT_EQ(m.faults.size(), 1u);
+  EXPECT_EQ(m.faults[0].onset_step, 40);
+  auto diag = nlohmann::json::parse(std::ifstream(run_dir + "/diagnosis.json"));
+  EXPECT_EQ(diag["cause"], "lr_zero");
+  EXPECT_GE(diag["detected_step"].get<int>(), m.faults[0].active_from);
+  EXPECT_LE(diag["detected_step"].get<int>(), 43);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto recs = flatline::read_jsonl(run_dir + "/telemetry/rank-" + std::to_string(rank) + ".jsonl", nullptr);
+    int steps = 0, heartbeats = 0;
+    for (const auto& rec : recs) {
+      steps += rec.kind == flatline::RecordKind::step;
+      heartbeats += rec.kind == flatline::RecordKind::heartbeat;
+      if (rec.kind == flatline::RecordKind::step && rec.step >= 40) EXPECT_EQ(*rec.lr, 0.0);
+    }
+    EXPECT_EQ(steps, 60);
+    EXPECT_GT(heartbeats, 0);
+  }
+}
+
+TEST(EndToEnd, HealthyTwinStaysSilent) {
+  const std::string d = scratch();
+  const std::string yaml = std::string("name: e2e-healthy\n") + kBase + R"(steps: 60
+schedule: {kind: cosine, warmup: 5, total: 60, min_lr: 3.0e-4}
+checkpoint: {every: 20}
+eval: {every: 20, batches: 2}
+expect: {cause: healthy}
+)";
+  Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("verdict: correct"), std::string::npos) << r.out;
+  auto diag = nlohmann::json::parse(std::ifstream(d + "/runs/e2e-healthy/diagnosis.json"));
+  EXPECT_EQ(diag["cause"], "healthy");
+}
+
+// gloo's timeout test, at process level: rank 1 blocks before the all-reduce; rank 0 must fail with a
+// clear error once the collective timeout (3 s) passes, the launcher must end the run in bounded time,
+// and every step completed before the hang must be on disk.
+TEST(EndToEnd, HungRankEndsTheRunWithAClearErrorInBoundedTime) {
+  const std::string d = scratch();
+  const std::string yaml = std::string("name: e2e-hang\n") + kBase + R"(steps: 200
+collective_timeout_s: 3
+schedule: {kind: constant}
+faults:
+  - {kind: run_not_alive, at: 20, target: {rank: 1}, params: {mode: hang, timeout_s: 6}}
+expect: {cause: run_not_alive, within_steps: 2}
+)";
+  Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+  EXPECT_LT(r.seconds, 60) << r.out;
+  EXPECT_NE(r.out.find("run_not_alive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run ended with an error"), std::string::npos) << r.out;
+  const std::string run_dir = d + "/runs/e2e-hang";
+  auto m = flatline::read_manifest(run_dir + "/manifest.json");
+  EXPECT_EQ(m.status, "failed");
+  auto recs = flatline::read_jsonl(run_dir + "/telemetry/rank-0.jsonl", nullptr);
+  int64_t last_step = 0;
+  bool error_event = false;
+  for (const auto& rec : recs) {
+    if (rec.kind == flatline::RecordKind::step) last_step = std::max(last_step, rec.step);
+    if (rec.kind == flatline::RecordKind::event && rec.name == "error") {
+      error_event = true;
+      EXPECT_NE(rec.detail.find("all-reduce"), std::string::npos) << rec.detail;
+    }
+  }
+  EXPECT_EQ(last_step, 19);
+  EXPECT_TRUE(error_event);
+}
+
+TEST(EndToEnd, BadScenarioNamesFileLineAndKey) {
+  const std::string d = scratch();
+  const std::string path = write(d, "bad.yaml", std::string("name: bad\n") + kBase + "steps: 10\nbogus_key: 1\nexpect: {cause: healthy}\n");
+  Ran r = run("run " + path + " --out " + d + "/runs");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find(path + ":10:1: unknown key 'bogus_key'"), std::string::npos) << r.out;
+}
+
+}  // namespace
