@@ -1,1 +1,49 @@
+// The checklist, CheckState names and the detector registry (registry.h). Each cause's detector lives
+// in its own file and registers itself; make_detector() looks it up by cause id.
 #include "detectors/detector.h"
+
+#include <map>
+#include <stdexcept>
+
+#include "detectors/registry.h"
+
+namespace flatline {
+namespace {
+
+std::map<std::string, DetectorFactory>& registry() {
+  static std::map<std::string, DetectorFactory> r;
+  return r;
+}
+
+}  // namespace
+
+const std::vector<std::string>& checklist_causes() {
+  static const std::vector<std::string> causes = {"run_not_alive", "lr_zero", "data_replay",
+                                                  "loss_scale_collapse", "zero_grad_rank"};
+  return causes;
+}
+
+const char* to_string(CheckState s) {
+  switch (s) {
+    case CheckState::pending: return "pending";
+    case CheckState::pass: return "pass";
+    case CheckState::fail: return "fail";
+    case CheckState::cannot_run: return "cannot run";
+  }
+  return "?";
+}
+
+void register_detector(const std::string& cause, DetectorFactory f) { registry()[cause] = std::move(f); }
+
+// An unknown cause is a programming error (the checklist is fixed), not odd data: fail fast.
+std::unique_ptr<Detector> make_detector(const std::string& cause, const DetectorConfig& cfg) {
+  auto it = registry().find(cause);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& [k, _] : registry()) known += (known.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("no detector for cause '" + cause + "' (registered: " + known + ")");
+  }
+  return it->second(cfg);
+}
+
+}  // namespace flatline

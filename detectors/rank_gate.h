@@ -1,0 +1,96 @@
+// RankGate: makes a finding independent of how ranks interleave (detector.h).
+// Each rank judges its own records and offers a candidate Finding tagged with a per-rank position:
+// the ordinal of its step records (k-th step record of that rank; ranks of a data-parallel run write
+// one per optimizer step, so the k-th records of all ranks are the same step, restarts included) or
+// its wall clock t. The gate commits the smallest candidate (position, rank) only once every
+// expected rank has reached that position, so no rank can still offer an earlier one. Expected
+// ranks: 0..world_size-1 when the config gives world_size, else the ranks seen so far (a rank that
+// has not written anything yet cannot be waited for: pass world_size when whole files may arrive
+// one after another). finish() commits whatever is pending (the stream has ended).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "detectors/detector.h"
+
+namespace flatline {
+
+class RankGate {
+ public:
+  // exact_positions: true for ordinals (a candidate is offered while its rank's position is
+  // advanced to it, so reaching the position means the rank has nothing earlier left to say);
+  // false for wall clock (a rank may still write more records at the same t).
+  RankGate(int world_size, bool exact_positions) : world_(world_size), exact_(exact_positions) {}
+
+  void see(int rank) {
+    if (rank < 0) return;
+    pos_.emplace(rank, -std::numeric_limits<double>::infinity());
+  }
+  void advance(int rank, double pos) {
+    if (rank < 0 || !std::isfinite(pos)) return;
+    see(rank);
+    double& p = pos_[rank];
+    p = std::max(p, pos);
+  }
+  double position(int rank) const {
+    auto it = pos_.find(rank);
+    return it == pos_.end() ? -std::numeric_limits<double>::infinity() : it->second;
+  }
+  void offer(int rank, double pos, Finding f) {
+    if (committed_) return;
+    if (!std::isfinite(pos)) pos = position(rank);
+    if (!cand_ || pos < cand_pos_ || (pos == cand_pos_ && rank < cand_rank_)) {
+      cand_ = std::move(f);
+      cand_pos_ = pos;
+      cand_rank_ = rank;
+    }
+  }
+  bool has_candidate() const { return cand_.has_value() && !committed_; }
+  const std::optional<Finding>& candidate() const { return cand_; }
+  int candidate_rank() const { return cand_rank_; }
+  double candidate_position() const { return cand_pos_; }
+
+  // Commits the candidate once every expected rank has passed it. Returns true on commit.
+  bool poll() {
+    if (committed_ || !cand_) return false;
+    const int n = std::max(world_, pos_.empty() ? 0 : pos_.rbegin()->first + 1);
+    for (int r = 0; r < n; ++r) {
+      if (r == cand_rank_) continue;
+      if (world_ <= 0 && !pos_.count(r)) continue;  // inferred world: only ranks seen
+      const double p = position(r);
+      const bool passed = p > cand_pos_ || (p == cand_pos_ && (exact_ || r > cand_rank_));
+      if (!passed) return false;
+    }
+    committed_ = true;
+    return true;
+  }
+  bool flush() {
+    if (committed_ || !cand_) return false;
+    committed_ = true;
+    return true;
+  }
+  bool committed() const { return committed_; }
+  std::optional<Finding> finding() const { return committed_ ? cand_ : std::nullopt; }
+  // Ranks that the pending candidate still waits for (for check() details).
+  int waiting_for() const {
+    int w = 0;
+    const int n = std::max(world_, pos_.empty() ? 0 : pos_.rbegin()->first + 1);
+    for (int r = 0; r < n; ++r)
+      if (r != cand_rank_ && position(r) < cand_pos_) ++w;
+    return w;
+  }
+
+ private:
+  int world_;
+  bool exact_;
+  std::map<int, double> pos_;
+  std::optional<Finding> cand_;
+  double cand_pos_ = 0;
+  int cand_rank_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace flatline

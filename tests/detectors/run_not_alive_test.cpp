@@ -1,0 +1,256 @@
+// run_not_alive: silent during warm-up, silent on healthy noise and on its look-alikes (checkpoint
+// and eval pauses, a restart, the end of the stream), fires on a hang, on stale logging and on a
+// collective-timeout error; the same finding whatever the interleaving of ranks.
+#include <gtest/gtest.h>
+
+#include "tests/detectors/stream.h"
+
+namespace flatline::testing {
+namespace {
+
+constexpr const char* kCause = "run_not_alive";
+
+double step_t(const std::vector<std::vector<Record>>& rs, int rank, int64_t step) {
+  for (const auto& r : rs[rank])
+    if (r.kind == RecordKind::step && r.step == step) return r.t;
+  return std::nan("");
+}
+
+// --- 1. warm-up ----------------------------------------------------------------------------------
+TEST(RunNotAliveDetector, SilentDuringWarmupWithSlowFirstStep) {
+  for (uint64_t seed : {1, 2, 3}) {
+    Spec sp;
+    sp.seed = seed;
+    sp.steps = 40;
+    sp.first_step_s = 7.0;  // start-up work before the first step: below the 10 s start-up bound
+    auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+    EXPECT_FALSE(d->finding()) << "seed " << seed << ": " << d->finding()->evidence[0];
+    EXPECT_EQ(d->check().state, CheckState::pass);
+  }
+}
+
+TEST(RunNotAliveDetector, FiresWhenTheFirstStepNeverCompletes) {
+  Spec sp;
+  sp.steps = 40;
+  sp.hang_at = 1;  // blocks before the first all-reduce
+  sp.hang_timeout_s = 15;
+  auto f = run_finding(kCause, sp, Order::by_time, 2);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->detected_step, 0);
+  EXPECT_EQ(f->onset_step, 1);
+  EXPECT_GT(f->detected_t, 10.0);  // the start-up bound
+  EXPECT_LE(f->detected_t, 10.6);
+}
+
+// --- 2. healthy noise and look-alikes -------------------------------------------------------------
+TEST(RunNotAliveDetector, SilentOnHealthyNoise) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    for (auto o : {Order::by_time, Order::chunked}) {
+      auto d = run_detector(kCause, interleave(generate(sp), o, seed), 2);
+      EXPECT_FALSE(d->finding()) << "seed " << seed << ": " << d->finding()->evidence[0];
+      EXPECT_EQ(d->check().state, CheckState::pass) << d->check().detail;
+    }
+  }
+}
+
+TEST(RunNotAliveDetector, SilentOnCheckpointAndEvalPauses) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    sp.checkpoint_at = {50, 100, 150, 200};
+    sp.eval_at = {75, 150, 250};
+    sp.pause_s = 3.0;
+    auto f = run_finding(kCause, sp, Order::by_time, 2);
+    EXPECT_FALSE(f) << "seed " << seed << ": " << f->evidence[0];
+  }
+}
+
+TEST(RunNotAliveDetector, SilentOnPausesWithoutPhasesWhenEventsMarkThem) {
+  Spec sp;
+  sp.eval_at = {100};
+  sp.checkpoint_at = {200};
+  auto rs = generate(sp);
+  for (auto& rank : rs)  // a logger without phases: only the events say a pause is on
+    for (auto& r : rank)
+      if (r.kind == RecordKind::heartbeat) r.phase = "";
+  auto d = run_detector(kCause, interleave(rs, Order::by_time), 2);
+  EXPECT_FALSE(d->finding()) << d->finding()->evidence[0];
+}
+
+TEST(RunNotAliveDetector, SilentOnPausesMarkedOnlyByHeartbeatPhases) {
+  Spec sp;
+  sp.eval_at = {100};
+  sp.checkpoint_at = {200};
+  auto rs = generate(sp);
+  for (auto& rank : rs)  // no checkpoint_save / eval_start / eval_end events, no eval records
+    rank.erase(std::remove_if(rank.begin(), rank.end(),
+                              [](const Record& r) {
+                                return r.kind == RecordKind::eval || r.name == "checkpoint_save" ||
+                                       r.name == "eval_start" || r.name == "eval_end";
+                              }),
+               rank.end());
+  auto d = run_detector(kCause, interleave(rs, Order::by_time), 2);
+  EXPECT_FALSE(d->finding()) << d->finding()->evidence[0];
+}
+
+TEST(RunNotAliveDetector, SilentOnRestartReemittingSteps) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    sp.checkpoint_at = {100};
+    sp.restart_after = 130;
+    sp.restart_from = 100;
+    auto f = run_finding(kCause, sp, Order::by_time, 2);
+    EXPECT_FALSE(f) << "seed " << seed << ": " << f->evidence[0];
+  }
+}
+
+TEST(RunNotAliveDetector, EndOfStreamIsNotAHang) {
+  Spec sp;
+  sp.steps = 100;
+  auto recs = interleave(generate(sp), Order::by_time);
+  recs.resize(recs.size() / 2);  // the stream stops mid-run: no run_end, no more heartbeats
+  auto d = make_detector(kCause, {2});
+  for (const auto& r : recs) d->observe(r);
+  d->finish(recs.back().t + 600);
+  EXPECT_FALSE(d->finding());
+}
+
+// --- 3. injected faults ---------------------------------------------------------------------------
+TEST(RunNotAliveDetector, FiresOnHangInCollective) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    sp.hang_at = 121;  // rank 1 blocks before the all-reduce of step 121; rank 0 waits in it
+    sp.hang_rank = 1;
+    auto rs = generate(sp);
+    auto f = run_detector(kCause, interleave(rs, Order::by_time), 2)->finding();
+    ASSERT_TRUE(f) << "seed " << seed;
+    EXPECT_EQ(f->cause, "run_not_alive");
+    EXPECT_EQ(f->rank, -1);
+    EXPECT_EQ(f->detected_step, 120);
+    EXPECT_EQ(f->onset_step, 121);
+    // 3 median steps (~0.6 s) + one heartbeat interval (0.5 s), noticed by the next heartbeat.
+    const double stalled = f->detected_t - step_t(rs, 0, 120);
+    EXPECT_GT(stalled, 1.0);
+    EXPECT_LT(stalled, 1.7);
+    ASSERT_EQ(f->evidence.size(), 1u);
+    EXPECT_NE(f->evidence[0].find("after step 120 (median step 0.2"), std::string::npos) << f->evidence[0];
+    EXPECT_NE(f->evidence[0].find("heartbeats continue; rank 0 phase=collective, rank 1 phase=compute"),
+              std::string::npos)
+        << f->evidence[0];
+  }
+}
+
+TEST(RunNotAliveDetector, FiresOnStaleLogging) {
+  for (int rank : {0, 1}) {
+    Spec sp;
+    sp.stale_from = 200;  // from step 200 the rank logs step 199 and its loss again
+    sp.stale_rank = rank;
+    auto f = run_finding(kCause, sp, Order::by_time, 2);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->onset_step, 200);
+    EXPECT_EQ(f->detected_step, 201);  // the third record logging 199 is the one of step 201
+    EXPECT_EQ(f->rank, -1);
+    EXPECT_NE(f->evidence[0].find("step 199 logged 3 times in a row by rank " + std::to_string(rank)),
+              std::string::npos)
+        << f->evidence[0];
+    EXPECT_NE(f->evidence[0].find("opt_step advanced 199 -> 201"), std::string::npos) << f->evidence[0];
+  }
+}
+
+TEST(RunNotAliveDetector, DuplicatedLinesAreNotStaleLogging) {
+  Spec sp;
+  auto rs = generate(sp);
+  std::vector<Record> dup;
+  for (const auto& r : rs[0]) {
+    dup.push_back(r);
+    if (r.kind == RecordKind::step) dup.push_back(r), dup.push_back(r);  // the same line three times
+  }
+  rs[0] = dup;
+  EXPECT_FALSE(run_detector(kCause, interleave(rs, Order::by_time), 2)->finding());
+}
+
+TEST(RunNotAliveDetector, FiresOnCollectiveTimeoutErrorWithoutHeartbeats) {
+  Spec sp;
+  sp.heartbeats = false;
+  sp.hang_at = 50;
+  sp.hang_timeout_s = 30;
+  auto rs = generate(sp);
+  auto d = run_detector(kCause, interleave(rs, Order::by_time), 2);
+  auto f = d->finding();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->detected_step, 49);
+  EXPECT_EQ(f->onset_step, 50);
+  EXPECT_NEAR(f->detected_t, step_t(rs, 0, 49) + 30, 0.01);
+  EXPECT_NE(f->evidence[0].find("error on rank 0 after step 49: collective operation timed out"), std::string::npos)
+      << f->evidence[0];
+}
+
+TEST(RunNotAliveDetector, CannotRunWithoutHeartbeatsOrTime) {
+  Spec sp;
+  sp.heartbeats = false;
+  sp.with_t = false;
+  auto d = run_detector(kCause, interleave(generate(sp), Order::round_robin), 2);
+  EXPECT_FALSE(d->finding());
+  EXPECT_EQ(d->check().state, CheckState::cannot_run);
+  EXPECT_EQ(d->check().detail, "missing heartbeats and t: log a wall-clock heartbeat from a watchdog thread");
+}
+
+TEST(RunNotAliveDetector, StaleLoggingFoundWithoutTimeFromOptStep) {
+  Spec sp;
+  sp.heartbeats = false;
+  sp.with_t = false;
+  sp.stale_from = 150;
+  sp.stale_rank = 1;
+  auto f = run_finding(kCause, sp, Order::round_robin, 2);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 150);
+  EXPECT_EQ(f->detected_step, 151);
+}
+
+TEST(RunNotAliveDetector, SameFindingWhateverTheInterleaving) {
+  for (int world : {2, 4}) {
+    Spec sp;
+    sp.world = world;
+    sp.hang_at = 90;
+    sp.hang_rank = world - 1;
+    auto rs = generate(sp);
+    auto ref = run_detector(kCause, interleave(rs, Order::by_time), world)->finding();
+    ASSERT_TRUE(ref);
+    EXPECT_EQ(ref->detected_step, 89);
+    for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
+      auto f = run_detector(kCause, interleave(rs, o), world)->finding();
+      ASSERT_TRUE(f) << static_cast<int>(o);
+      EXPECT_TRUE(same_finding(*ref, *f)) << static_cast<int>(o) << ": " << f->detected_t << " vs " << ref->detected_t
+                                          << "\n" << f->evidence[0] << "\n" << ref->evidence[0];
+    }
+    // Without world_size the ranks seen so far are waited for: any order that shows every rank early.
+    for (auto o : {Order::round_robin, Order::reversed, Order::chunked}) {
+      auto f = run_detector(kCause, interleave(rs, o), 0)->finding();
+      ASSERT_TRUE(f);
+      EXPECT_TRUE(same_finding(*ref, *f)) << static_cast<int>(o);
+    }
+  }
+}
+
+TEST(RunNotAliveDetector, OddDataDoesNotThrow) {
+  auto d = make_detector(kCause, {});
+  Record r;
+  for (int i = 0; i < 50; ++i) {
+    r.kind = static_cast<RecordKind>(i % 4);
+    r.rank = i % 7 == 3 ? -1 : i % 3;
+    r.step = i % 5 == 0 ? 7 : i;
+    r.t = i % 6 == 0 ? std::nan("") : (i % 11 == 0 ? -5.0 : 100.0 - i);
+    r.phase = i % 2 ? "checkpoint" : "weird";
+    r.name = i % 3 ? "error" : "eval_end";
+    EXPECT_NO_THROW(d->observe(r));
+  }
+  EXPECT_NO_THROW(d->finish(std::nan("")));
+  EXPECT_NO_THROW(d->check());
+}
+
+}  // namespace
+}  // namespace flatline::testing
