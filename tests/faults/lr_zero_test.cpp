@@ -234,7 +234,9 @@ std::set<int64_t> onsets(uint64_t seed, double probability, int line = 9) {
   std::set<int64_t> out;
   for (int64_t step = 1; step <= 400; ++step)
     if (f.active(step, 0)) out.insert(step);
-  if (!out.empty()) EXPECT_EQ(f.first_active_step(), *out.begin());
+  if (!out.empty()) {
+    EXPECT_EQ(f.first_active_step(), *out.begin());
+  }
   return out;
 }
 
