@@ -159,7 +159,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   if (!root.IsMap()) c.fail(root, "a scenario must be a YAML mapping");
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
-               "schedule", "precision", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
+               "schedule", "precision", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
                "log_every", "faults", "expect"});
   Scenario s;
   s.source = source;
@@ -220,6 +220,14 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   }
   if (s.schedule.total == 0) s.schedule.total = s.steps;
   c.set_one_of(root, "precision", s.precision, {"fp32", "fp16", "bf16"});
+  if (auto ls = root["loss_scaler"]) {
+    c.expect_map(ls, "loss_scaler");
+    c.only_keys(ls, "loss_scaler", {"init_scale", "growth_interval"});
+    c.set(ls, "init_scale", s.loss_scale_init);
+    if (!(s.loss_scale_init > 0)) c.fail(ls["init_scale"], "'init_scale' must be > 0");
+    c.set_min<int64_t>(ls, "growth_interval", s.loss_scale_growth_interval, 1);
+    if (s.precision != "fp16") c.fail(ls, "'loss_scaler' only applies with 'precision: fp16'");
+  }
   if (auto ck = root["checkpoint"]) {
     c.expect_map(ck, "checkpoint");
     c.only_keys(ck, "checkpoint", {"every"});
@@ -326,6 +334,10 @@ std::string to_yaml(const Scenario& s) {
     << s.schedule.kind << YAML::Key << "warmup" << YAML::Value << s.schedule.warmup << YAML::Key << "total"
     << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << num(s.schedule.min_lr) << YAML::EndMap;
   e << YAML::Key << "precision" << YAML::Value << s.precision;
+  if (s.precision == "fp16")
+    e << YAML::Key << "loss_scaler" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "init_scale"
+      << YAML::Value << s.loss_scale_init << YAML::Key << "growth_interval" << YAML::Value
+      << s.loss_scale_growth_interval << YAML::EndMap;
   e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
     << YAML::Value << s.checkpoint_every << YAML::EndMap;
   if (s.restart_at > 0)

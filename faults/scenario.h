@@ -77,6 +77,10 @@ struct Scenario {
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   std::string precision = "fp32";  // fp32 | fp16 | bf16
+  // fp16 dynamic loss scaler. Defaults: PyTorch GradScaler (init 2^16, growth every 2000 clean steps);
+  // Megatron-LM starts at 2^32 (--initial-loss-scale), which makes a long, healthy initial search.
+  double loss_scale_init = 65536.0;
+  int64_t loss_scale_growth_interval = 2000;
   int64_t checkpoint_every = 0;  // 0 = never
   int64_t restart_at = -1;       // stop all ranks after this step and resume from the last checkpoint
   int64_t eval_every = 0;

@@ -5,23 +5,27 @@
 namespace flatline {
 namespace {
 
-struct Fp16Round : public torch::autograd::Function<Fp16Round> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, bool inject_inf) {
+struct RoundThrough : public torch::autograd::Function<RoundThrough> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, at::ScalarType half,
+                            bool inject_inf) {
     ctx->saved_data["inf"] = inject_inf;
-    return to_fp16_and_back(x);
+    ctx->saved_data["half"] = static_cast<int64_t>(half);
+    return round_to(x, half);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
-    at::Tensor g = to_fp16_and_back(grad[0]);
+    at::Tensor g = round_to(grad[0], static_cast<at::ScalarType>(ctx->saved_data["half"].toInt()));
     if (ctx->saved_data["inf"].toBool()) g = at::full_like(g, std::numeric_limits<float>::infinity());
-    return {g, at::Tensor()};
+    return {g, at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor to_fp16_and_back(const at::Tensor& x) { return x.to(at::kHalf).to(x.scalar_type()); }
+at::Tensor round_to(const at::Tensor& x, at::ScalarType half) { return x.to(half).to(x.scalar_type()); }
 
-at::Tensor fp16_round(const at::Tensor& x, bool inject_inf) { return Fp16Round::apply(x, inject_inf); }
+at::Tensor round_through(const at::Tensor& x, at::ScalarType half, bool inject_inf) {
+  return RoundThrough::apply(x, half, inject_inf);
+}
 
 }  // namespace flatline

@@ -14,10 +14,10 @@ using torch::nn::Linear;
 using torch::nn::LinearOptions;
 
 at::Tensor TrainModel::boundary(const at::Tensor& x) {
-  if (!fp16_) return x;
+  if (half_ == at::kFloat) return x;
   bool inf = inject_inf_;
   inject_inf_ = false;  // one layer overflows, once per forward
-  return fp16_round(x, inf);
+  return round_through(x, half_, inf);
 }
 
 namespace {

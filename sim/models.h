@@ -5,8 +5,8 @@
 //    residual projections N(0, 0.02 / sqrt(2 n_layer)) (GPT-2 paper, sec. 2.3). Vocab 256 (bytes).
 //  - CNN: a small Fashion-MNIST classifier: [conv3x3(c) ReLU maxpool2] -> [conv3x3(2c) ReLU maxpool2]
 //    -> linear(hidden) ReLU -> linear(10). PyTorch default init.
-// Both return the mean cross-entropy of a batch. `fp16` (set_fp16) rounds activations and their
-// gradients through IEEE binary16 at module boundaries (sim/fp16.h), emulating fp16 numerics on CPU.
+// Both return the mean cross-entropy of a batch. set_precision("fp16" | "bf16") rounds activations and
+// their gradients through that format at module boundaries (sim/fp16.h), emulating it on CPU.
 #pragma once
 #include <memory>
 #include <vector>
@@ -20,13 +20,14 @@ class TrainModel : public torch::nn::Module {
  public:
   // x: GPT (B, T) int64 tokens; CNN (B, 1, 28, 28) float. y: GPT (B, T) int64; CNN (B) int64.
   virtual at::Tensor loss(const at::Tensor& x, const at::Tensor& y) = 0;
-  void set_fp16(bool on) { fp16_ = on; }
+  // "fp32" | "fp16" | "bf16": the format activations and their gradients are rounded through.
+  void set_precision(const std::string& p) { half_ = p == "fp16" ? at::kHalf : p == "bf16" ? at::kBFloat16 : at::kFloat; }
   // Makes one activation inf in the backward pass of the next forward (loss_scale_collapse).
   void set_inject_inf(bool on) { inject_inf_ = on; }
 
  protected:
   at::Tensor boundary(const at::Tensor& x);  // fp16 rounding at a module boundary (identity in fp32)
-  bool fp16_ = false;
+  at::ScalarType half_ = at::kFloat;
   bool inject_inf_ = false;
 };
 

@@ -277,7 +277,7 @@ RankResult train_rank(const RankOptions& o) {
       at::manual_seed(sc.seed);  // identical init on every rank; rank 0's is broadcast below anyway
       model = make_model(sc.model);
     }
-    model->set_fp16(sc.precision == "fp16");
+    model->set_precision(sc.precision);
     std::vector<at::Tensor> params = model->parameters();
     {
       at::NoGradGuard ng;
@@ -288,12 +288,16 @@ RankResult train_rank(const RankOptions& o) {
 
     Progress pr;
     pr.scaler.enabled = sc.precision == "fp16";
-    if (!pr.scaler.enabled) pr.scaler.scale = 1.0;
+    pr.scaler.scale = pr.scaler.enabled ? sc.loss_scale_init : 1.0;
+    pr.scaler.growth_interval = sc.loss_scale_growth_interval;
     if (o.resume) {
       const int64_t ck = latest_checkpoint(o.run_dir);
       if (ck < 0) throw RankError(fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint",
                                               rank, o.run_dir));
+      const LossScaler configured = pr.scaler;
       pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, *model, *opt);
+      pr.scaler.enabled = configured.enabled;  // settings come from the scenario, state from the checkpoint
+      pr.scaler.growth_interval = configured.growth_interval;
       ResumeActions ra;
       for (const auto& f : faults) f->resume(ra, pr.step);
       if (!ra.restore_sampler) pr.sampler = SamplerState{};
