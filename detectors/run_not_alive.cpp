@@ -6,7 +6,9 @@
 // Window: per rank, the median of its last 64 step-to-step intervals and of its last 32 heartbeat
 //   spacings (default heartbeat interval 0.5 s until two heartbeats are seen).
 // Warm-up: until a rank has 4 step intervals (5 step records), and for the first step after every
-//   (re)start (run_start / checkpoint_load / resume), the step deadline is a fixed 10 s.
+//   (re)start (run_start / stop_for_restart / resume / checkpoint_load, or a heartbeat after a gap
+//   of > max(2 s, 4 intervals): the watchdog itself was gone), the step deadline is a fixed 10 s.
+//   A heartbeat without a phase also gets the 10 s bound (a pause cannot be told from a hang).
 // Thresholds:
 //   hang: a heartbeat of rank r at t > ref + 3 * median_step + heartbeat_interval, ref = r's last
 //     step record or the end of its last pause, whichever is later. Three typical steps plus one
@@ -20,8 +22,8 @@
 //     allreduce, barrier, watchdog) is a candidate at its own t.
 // False-positive guards: checkpoint and eval pauses (heartbeat phase checkpoint/eval, or inside a
 //   checkpoint_save..next step / eval_start..eval_end window; the deadline restarts when the pause
-//   ends); a restart (the process gap has no heartbeats, the deadline restarts at run_start/resume,
-//   and re-emitted steps increase, so they are not "the same step repeated"); duplicated lines (same
+//   ends); a restart (stop_for_restart, the gap without heartbeats and the new process's start-up
+//   restart the deadline; re-emitted steps increase, so they are not "the same step repeated"); duplicated lines (same
 //   step, t not advancing: ignored); the end of the stream (finish() never declares a hang).
 // Cross-rank: each rank is judged on its own heartbeats only; the earliest candidate (t, then rank)
 //   is committed once every rank's records have passed that t (RankGate), so the finding does not
@@ -46,6 +48,8 @@ constexpr size_t kMinIntervals = 4;        // 5 step records
 constexpr double kSlackSteps = 3.0;        // typical steps of slack
 constexpr int kStaleRepeats = 3;           // same logged step this many records in a row
 constexpr size_t kPhaseHistory = 4096;     // heartbeats kept per rank for the evidence line
+constexpr double kDeadGap = 2.0;           // s: a heartbeat gap this long (and
+constexpr double kDeadBeats = 4.0;         //    this many intervals) means the process restarted
 
 bool pause_phase(const std::string& p) { return p == "checkpoint" || p == "eval"; }
 bool training_phase(const std::string& p) {
@@ -186,7 +190,12 @@ class RunNotAlive : public Detector {
   void on_heartbeat(const Record& r, Rank& s, bool has_t) {
     any_hb_ = true;
     if (!has_t) return;
-    if (finite(s.last_hb_t) && r.t > s.last_hb_t) s.hb_iv.push(r.t - s.last_hb_t);
+    const double hb = s.hb_iv.size() ? s.hb_iv.median() : kDefaultHeartbeat;
+    if (finite(s.last_hb_t) && r.t - s.last_hb_t > std::max(kDeadGap, kDeadBeats * hb)) {
+      restart(s, r.t);  // the watchdog itself stopped: the process was gone, this is a new one
+    } else if (finite(s.last_hb_t) && r.t > s.last_hb_t) {
+      s.hb_iv.push(r.t - s.last_hb_t);
+    }
     s.last_hb_t = r.t;
     s.phases.emplace_back(r.t, r.phase);
     if (s.phases.size() > kPhaseHistory) s.phases.pop_front();
@@ -204,8 +213,9 @@ class RunNotAlive : public Detector {
     if (!finite(ref)) ref = s.first_t;
     const bool warm = s.step_iv.size() >= kMinIntervals && s.since_start >= 1;
     const double med = s.step_iv.median();
-    const double hb = s.hb_iv.size() ? s.hb_iv.median() : kDefaultHeartbeat;
-    const double bound = warm ? kSlackSteps * med + hb : kFallbackBound;
+    // Without a phase a pause cannot be told from a hang: only the start-up bound is safe.
+    const double bound = std::max(warm ? kSlackSteps * med + hb : kFallbackBound,
+                                  training_phase(r.phase) ? 0.0 : kFallbackBound);
     if (!(r.t > ref + bound)) return;
     s.stall_offered = true;
     Finding f;
@@ -232,7 +242,8 @@ class RunNotAlive : public Detector {
     } else if (r.name == "eval_end") {
       s.window = s.eval_window = false;
       s.pause_t = latest(s.pause_t, t);
-    } else if (r.name == "run_start" || r.name == "checkpoint_load" || r.name == "resume") {
+    } else if (r.name == "run_start" || r.name == "checkpoint_load" || r.name == "resume" ||
+               r.name == "stop_for_restart") {
       restart(s, t);
     } else if (r.name == "error" && mentions_hang(r.detail)) {
       Finding f;

@@ -107,6 +107,17 @@ TEST(RunNotAliveDetector, SilentOnRestartReemittingSteps) {
   }
 }
 
+TEST(RunNotAliveDetector, SilentOnCrashRestartWithoutEvents) {
+  Spec sp;
+  sp.checkpoint_at = {100};
+  sp.restart_after = 130;
+  sp.restart_from = 100;
+  sp.restart_events = false;  // only the gap in heartbeats shows that the processes were replaced
+  sp.startup_s = 6.0;
+  auto f = run_finding(kCause, sp, Order::by_time, 2);
+  EXPECT_FALSE(f) << f->evidence[0];
+}
+
 TEST(RunNotAliveDetector, EndOfStreamIsNotAHang) {
   Spec sp;
   sp.steps = 100;

@@ -57,7 +57,8 @@ struct Spec {
   std::set<int64_t> checkpoint_at, eval_at;
   double pause_s = 3.0;
   int64_t restart_after = -1, restart_from = -1;  // after step restart_after, resume from checkpoint step
-  double restart_gap_s = 2.0;
+  double restart_gap_s = 2.0, startup_s = 1.5;  // process gone, then the new one starting up
+  bool restart_events = true;                     // false: a crash-restart whose events were lost
   // hang: ranks complete hang_at - 1, then hang_rank blocks in compute and the others wait in the
   // collective for hang_timeout_s; then the others log a collective-timeout error and the run ends.
   int64_t hang_at = -1;
@@ -216,14 +217,8 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
     }
     last_done = step;
 
-    // --- pauses after the step
-    if (sp.checkpoint_at.count(step)) {
-      for (int r = 0; r < sp.world; ++r) event(r, T + 0.002, "checkpoint_save", step);
-      seg(T, T + sp.pause_s, "checkpoint", step);
-      T += sp.pause_s;
-      scale_at[step] = scale;
-      opt_at[step] = opt;
-    }
+    // --- pauses after the step (as sim/trainer.cpp: eval, then checkpoint; checkpoint_save is
+    //     written once the save is complete)
     if (sp.eval_at.count(step)) {
       for (int r = 0; r < sp.world; ++r) event(r, T + 0.002, "eval_start", step);
       seg(T, T + sp.pause_s, "eval", step);
@@ -237,23 +232,33 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
         event(r, T, "eval_end", step);
       }
     }
+    if (sp.checkpoint_at.count(step)) {
+      seg(T, T + sp.pause_s, "checkpoint", step);
+      T += sp.pause_s;
+      for (int r = 0; r < sp.world; ++r) event(r, T, "checkpoint_save", step);
+      scale_at[step] = scale;
+      opt_at[step] = opt;
+    }
     // --- restart: every rank stops, new processes resume from the checkpoint
     if (step == sp.restart_after && !resumed) {
+      // As sim/trainer.cpp: stop_for_restart; the process is gone (no heartbeats); the new one's
+      // watchdog beats (phase data) while it starts up, then it logs resume and checkpoint_load.
       for (int r = 0; r < sp.world; ++r) {
-        event(r, T + 0.01, "run_end", step);
-        segs[r].push_back({T, T + sp.restart_gap_s, "", step});  // dead: no heartbeats
+        if (sp.restart_events) event(r, T + 0.01, "stop_for_restart", step);
+        segs[r].push_back({T, T + sp.restart_gap_s, "", step});
+        segs[r].push_back({T + sp.restart_gap_s, T + sp.restart_gap_s + sp.startup_s, "data", step});
       }
-      T += sp.restart_gap_s;
+      T += sp.restart_gap_s + sp.startup_s;
       resumed = true;
       step = sp.restart_from;
       if (scale_at.count(step)) scale = scale_at[step];
       if (opt_at.count(step)) opt = opt_at[step];
-      for (int r = 0; r < sp.world; ++r) {
-        event(r, T, "run_start", step);
-        event(r, T + 0.05, "checkpoint_load", step);
-        event(r, T + 0.1, "resume", step);
-      }
-      T += 0.1;
+      for (int r = 0; r < sp.world; ++r)
+        if (sp.restart_events) {
+          event(r, T, "resume", step, "from checkpoint step " + std::to_string(step));
+          event(r, T + 0.01, "checkpoint_load", step);
+        }
+      T += 0.02;
       last_done = step;
       ++step;
       continue;
