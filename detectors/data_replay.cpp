@@ -1,0 +1,115 @@
+// data_replay (DESIGN.md cause 3): the data repeats (a resumed loader replays its epoch from the
+// start, sampler state lost, a small cycle of batches).
+//
+// Signal: `batch_hash` of each step record (a hash of the batch's sample ids), per rank.
+// Window: per rank, every hash ever seen with the step it was first seen at; and the last 3 step
+//   records that carried a hash.
+// Warm-up: none needed: a repeat needs an earlier sighting, so the first batches can never fire.
+// Thresholds:
+//   a record is a repeat when its hash was first seen at a DIFFERENT step number.
+//   fire on the 2nd repeat within 3 consecutive hashed records of one rank: one repeat alone can be
+//   a coincidence (a hash collision, a deliberately re-used batch); two in three is a replaying
+//   loader. onset_step = the step of the first repeat in that window.
+// False-positive guard: a restart that re-runs steps from the last checkpoint re-emits the SAME hash
+//   at the SAME step number (the sampler position was restored): not a repeat. A new epoch
+//   reshuffles, so its batches hash differently. (An unshuffled loader that starts a new epoch
+//   does repeat its data, and this detector says so.)
+// Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
+#include <deque>
+#include <map>
+#include <unordered_map>
+
+#include "detectors/rank_gate.h"
+#include "detectors/registry.h"
+#include "detectors/util.h"
+
+namespace flatline {
+namespace {
+using namespace detail;
+
+constexpr size_t kWindow = 3;   // consecutive hashed records considered
+constexpr int kRepeats = 2;     // repeats within the window that fire
+
+class DataReplay : public Detector {
+ public:
+  explicit DataReplay(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
+  const char* cause() const override { return "data_replay"; }
+
+  void observe(const Record& r) override {
+    if (r.kind != RecordKind::step || r.rank < 0) return;
+    any_steps_ = true;
+    Rank& s = ranks_[r.rank];
+    ++s.ordinal;
+    if (r.batch_hash) on_hash(r, s);
+    gate_.advance(r.rank, static_cast<double>(s.ordinal));
+    gate_.poll();
+  }
+  void finish(double) override { gate_.flush(); }
+  std::optional<Finding> finding() const override { return gate_.finding(); }
+
+  CheckResult check() const override {
+    if (auto f = gate_.finding()) return {cause(), CheckState::fail, f->evidence.empty() ? "" : f->evidence.front()};
+    if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
+    if (!hashed_) return {cause(), CheckState::cannot_run, "missing batch_hash: log a hash of each batch's sample ids"};
+    int64_t batches = 0, repeats = 0;
+    for (const auto& [rank, s] : ranks_) {
+      batches += static_cast<int64_t>(s.first_seen.size());
+      repeats += s.repeats;
+    }
+    return {cause(), CheckState::pass,
+            fmt::format("{} distinct batches hashed, {} isolated repeat(s), no replay", batches, repeats)};
+  }
+
+ private:
+  struct Seen {
+    bool repeat;
+    int64_t step, first_step;
+    uint64_t hash;
+  };
+  struct Rank {
+    int64_t ordinal = 0, repeats = 0;
+    std::unordered_map<uint64_t, int64_t> first_seen;  // hash -> step it was first seen at
+    std::deque<Seen> last;                             // the last kWindow hashed records
+  };
+
+  void on_hash(const Record& r, Rank& s) {
+    hashed_ = true;
+    const uint64_t h = *r.batch_hash;
+    auto [it, inserted] = s.first_seen.emplace(h, r.step);
+    const bool repeat = !inserted && it->second != r.step;  // same step again = a restart re-running it
+    if (repeat) ++s.repeats;
+    s.last.push_back({repeat, r.step, it->second, h});
+    if (s.last.size() > kWindow) s.last.pop_front();
+    if (!repeat) return;
+    int n = 0;
+    const Seen* first = nullptr;
+    size_t first_i = 0;
+    for (size_t i = 0; i < s.last.size(); ++i)
+      if (s.last[i].repeat && n++ == 0) {
+        first = &s.last[i];
+        first_i = i;
+      }
+    if (n < kRepeats) return;
+    Finding f;
+    f.cause = cause();
+    f.onset_step = first->step;
+    f.detected_step = r.step;
+    f.detected_t = r.t;
+    f.confidence = 0.9;
+    f.evidence.push_back(fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",
+                                     r.step, it->second, hex(h), n, s.last.size() - first_i));
+    f.evidence.push_back(fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r.rank, first->step,
+                                     first->first_step));
+    gate_.offer(r.rank, static_cast<double>(s.ordinal), std::move(f));
+  }
+
+  std::map<int, Rank> ranks_;
+  RankGate gate_;
+  bool any_steps_ = false, hashed_ = false;
+};
+
+}  // namespace
+
+FLATLINE_REGISTER_DETECTOR("data_replay", DataReplay);
+
+}  // namespace flatline

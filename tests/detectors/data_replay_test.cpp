@@ -1,0 +1,164 @@
+// data_replay: silent at the start of a run, on healthy noise, on a restart that re-runs steps with
+// the same batches, and on isolated repeats; fires when a resumed loader starts its epoch over and
+// when the loader cycles a small window.
+#include <gtest/gtest.h>
+
+#include "tests/detectors/stream.h"
+
+namespace flatline::testing {
+namespace {
+
+constexpr const char* kCause = "data_replay";
+
+Spec resume_drops_sampler_state() {
+  Spec sp;
+  sp.steps = 400;
+  sp.checkpoint_at = {300};
+  sp.restart_after = 350;
+  sp.restart_from = 300;
+  // the resumed loader starts its epoch over: step 301 gets the batch of step 1
+  sp.batch_index = [](int64_t step, bool after_restart) { return after_restart ? step - 301 : step - 1; };
+  return sp;
+}
+
+// --- 1. warm-up ----------------------------------------------------------------------------------
+TEST(DataReplayDetector, SilentAtTheStartOfARun) {
+  Spec sp;
+  sp.steps = 12;
+  sp.checkpoint_at = {5};
+  sp.restart_after = 8;  // restarted early: steps 6..8 re-run with their own batches
+  sp.restart_from = 5;
+  auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_FALSE(d->finding());
+  EXPECT_EQ(d->check().state, CheckState::pass);
+}
+
+// --- 2. healthy noise and look-alikes -------------------------------------------------------------
+TEST(DataReplayDetector, SilentOnHealthyNoise) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    auto d = run_detector(kCause, interleave(generate(sp), Order::chunked, seed), 2);
+    EXPECT_FALSE(d->finding()) << "seed " << seed;
+    EXPECT_EQ(d->check().detail, "600 distinct batches hashed, 0 isolated repeat(s), no replay");
+  }
+}
+
+TEST(DataReplayDetector, SilentOnRestartReemittingSteps) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    sp.steps = 400;
+    sp.checkpoint_at = {300};
+    sp.restart_after = 350;  // steps 301..350 appear twice, with the same batches
+    sp.restart_from = 300;
+    auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+    EXPECT_FALSE(d->finding()) << "seed " << seed;
+    EXPECT_EQ(d->check().state, CheckState::pass);
+  }
+}
+
+TEST(DataReplayDetector, SilentOnIsolatedRepeats) {
+  Spec sp;
+  // one batch re-used at 100, another at 150 and 153 (two repeats, but not within 3 records)
+  sp.batch_index = [](int64_t step, bool) -> int64_t {
+    if (step == 100) return 10;
+    if (step == 150) return 20;
+    if (step == 153) return 30;
+    return step - 1;
+  };
+  auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_FALSE(d->finding());
+  EXPECT_EQ(d->check().detail, "594 distinct batches hashed, 6 isolated repeat(s), no replay");
+}
+
+// --- 3. injected faults ---------------------------------------------------------------------------
+TEST(DataReplayDetector, FiresWhenResumeDropsSamplerState) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Spec sp = resume_drops_sampler_state();
+    sp.seed = seed;
+    auto f = run_finding(kCause, sp);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->onset_step, 301);
+    EXPECT_EQ(f->detected_step, 302);
+    EXPECT_EQ(f->rank, -1);
+    EXPECT_NE(f->evidence[0].find("batch of step 302 identical to step 2 (hash "), std::string::npos);
+    EXPECT_NE(f->evidence[0].find("); 2 of the last 2 batches replayed"), std::string::npos) << f->evidence[0];
+  }
+}
+
+TEST(DataReplayDetector, FiresOnCycleWindow) {
+  Spec sp;
+  // from step 200 the loader repeats the same 4 batches: 200..203 are new, 204 = 200, 205 = 201
+  sp.batch_index = [](int64_t step, bool) { return step < 200 ? step - 1 : 199 + (step - 200) % 4; };
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 204);
+  EXPECT_EQ(f->detected_step, 205);
+  EXPECT_NE(f->evidence[0].find("batch of step 205 identical to step 201"), std::string::npos) << f->evidence[0];
+}
+
+TEST(DataReplayDetector, FiresOnTwoRepeatsInThreeRecords) {
+  Spec sp;
+  sp.batch_index = [](int64_t step, bool) -> int64_t { return step == 120 || step == 122 ? step - 100 : step - 1; };
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 120);
+  EXPECT_EQ(f->detected_step, 122);
+  EXPECT_NE(f->evidence[0].find("2 of the last 3 batches replayed"), std::string::npos) << f->evidence[0];
+}
+
+TEST(DataReplayDetector, CannotRunWithoutBatchHash) {
+  Spec sp;
+  sp.batch_hash = false;
+  auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_FALSE(d->finding());
+  EXPECT_EQ(d->check().state, CheckState::cannot_run);
+  EXPECT_EQ(d->check().detail, "missing batch_hash: log a hash of each batch's sample ids");
+}
+
+TEST(DataReplayDetector, SameFindingWhateverTheInterleaving) {
+  auto rs = generate(resume_drops_sampler_state());
+  auto ref = run_detector(kCause, interleave(rs, Order::by_time), 2)->finding();
+  ASSERT_TRUE(ref);
+  for (int world : {2, 0})
+    for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
+      auto f = run_detector(kCause, interleave(rs, o), world)->finding();
+      ASSERT_TRUE(f);
+      EXPECT_TRUE(same_finding(*ref, *f)) << world << " " << static_cast<int>(o);
+    }
+}
+
+TEST(DataReplayDetector, OnlyOneRankReplaying) {
+  auto rs = generate(Spec{});
+  // from step 250 rank 1's loader (only) replays the batches of its steps 1, 2, ...
+  std::map<int64_t, uint64_t> early;
+  for (const auto& r : rs[1])
+    if (r.kind == RecordKind::step && r.step < 250) early[r.step] = *r.batch_hash;
+  for (auto& r : rs[1])
+    if (r.kind == RecordKind::step && r.step >= 250) r.batch_hash = early[r.step - 249];
+  for (auto o : {Order::by_time, Order::rank_first, Order::reversed}) {
+    auto f = run_detector(kCause, interleave(rs, o), 2)->finding();
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->onset_step, 250);
+    EXPECT_EQ(f->detected_step, 251);
+    EXPECT_NE(f->evidence[1].find("rank 1: first replayed batch at step 250 (seen at step 1)"), std::string::npos)
+        << f->evidence[1];
+  }
+}
+
+TEST(DataReplayDetector, OddDataDoesNotThrow) {
+  auto d = make_detector(kCause, {});
+  Record r;
+  for (int i = 0; i < 40; ++i) {
+    r.rank = i % 3 - 1;
+    r.step = i % 4 ? i : 3;
+    if (i % 5) r.batch_hash = static_cast<uint64_t>(i % 6);
+    else r.batch_hash.reset();
+    EXPECT_NO_THROW(d->observe(r));
+  }
+  EXPECT_NO_THROW(d->check());
+}
+
+}  // namespace
+}  // namespace flatline::testing
