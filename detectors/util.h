@@ -51,6 +51,10 @@ inline double median(std::vector<double> v) {
 
 inline std::string sci(double v) { return v == 0 ? std::string("0") : fmt::format("{:.1e}", v); }
 inline std::string num(double v) { return fmt::format("{:.3g}", v); }
+// Loss scales: powers of two read best as integers (65536), small ones as 0.0039.
+inline std::string scale(double v) {
+  return v >= 1 && v < 1e9 && v == std::floor(v) ? fmt::format("{:.0f}", v) : fmt::format("{:.2g}", v);
+}
 inline std::string secs(double v) { return fmt::format("{:.2f} s", v); }
 inline std::string hex(uint64_t h) { return fmt::format("{:016x}", h); }
 

@@ -50,6 +50,7 @@ struct Spec {
   int64_t warmup = 20, total = -1;  // total < 0: = steps
   // precision
   bool fp16 = false;
+  double init_scale = 65536;
   int initial_overflows = 0;     // fp16: the scaler's initial search
   int64_t growth_interval = 2000;
   bool overflow_after_growth = false;  // healthy: the step after a growth overflows once
@@ -125,7 +126,7 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
     for (int r = 0; r < sp.world; ++r) segs[r].push_back({t0, t1, phase, step});
   };
 
-  double T = 0, scale = 65536;
+  double T = 0, scale = sp.init_scale;
   int64_t clean = 0, opt = 0, last_done = 0;
   bool resumed = false, overflow_next = false;
   std::map<int64_t, double> scale_at;  // checkpointed scaler state

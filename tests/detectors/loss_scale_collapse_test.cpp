@@ -1,0 +1,144 @@
+// loss_scale_collapse: silent during the fp16 scaler's initial search, on healthy noise, on fp32, on
+// single overflows after growth; fires on an overflow streak, on a scale clamped below 1 with
+// underflowing gradients, and on an initial search that never ends.
+#include <gtest/gtest.h>
+
+#include "tests/detectors/stream.h"
+
+namespace flatline::testing {
+namespace {
+
+constexpr const char* kCause = "loss_scale_collapse";
+
+Spec overflow_streak() {
+  Spec sp;
+  sp.fp16 = true;
+  sp.overflow = [](int64_t step) { return step >= 200 && step < 217; };  // 17 halvings: 65536 -> 0.5
+  return sp;
+}
+
+// --- 1. warm-up ----------------------------------------------------------------------------------
+TEST(LossScaleCollapseDetector, SilentDuringInitialScaleSearch) {
+  for (int n : {3, 10, 16}) {  // 16 halvings: 65536 -> 1, still >= 1
+    Spec sp;
+    sp.fp16 = true;
+    sp.initial_overflows = n;
+    auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+    EXPECT_FALSE(d->finding()) << n << ": " << d->finding()->evidence[0];
+    EXPECT_EQ(d->check().state, CheckState::pass);
+  }
+  Spec sp;
+  sp.fp16 = true;
+  sp.initial_overflows = 3;
+  auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_EQ(d->check().detail, "fp16: loss scale 8192 at step 300; 3 skipped step(s), initial scale search 3 step(s)");
+}
+
+// --- 2. healthy noise and look-alikes -------------------------------------------------------------
+TEST(LossScaleCollapseDetector, SilentOnHealthyFp16Noise) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    sp.fp16 = true;
+    sp.initial_overflows = 3;
+    sp.growth_interval = 40;  // grows often; each growth overflows once and backs off
+    sp.overflow_after_growth = true;
+    auto d = run_detector(kCause, interleave(generate(sp), Order::chunked, seed), 2);
+    EXPECT_FALSE(d->finding()) << "seed " << seed;
+  }
+}
+
+TEST(LossScaleCollapseDetector, SilentOnTwoOverflowsInARow) {
+  Spec sp;
+  sp.fp16 = true;
+  sp.overflow = [](int64_t step) { return step == 100 || step == 101 || step == 200; };  // a loss spike
+  EXPECT_FALSE(run_finding(kCause, sp));
+}
+
+TEST(LossScaleCollapseDetector, PassesOnFp32) {
+  Spec sp;  // fp32: loss_scale 1, no overflow
+  auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_FALSE(d->finding());
+  EXPECT_EQ(d->check().state, CheckState::pass);
+  EXPECT_EQ(d->check().detail, "not fp16 (loss scale 1, no overflow)");
+  sp.loss_scale = false;
+  sp.mutate = [](Record& r) { r.overflow.reset(), r.skipped.reset(); };
+  d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_EQ(d->check().state, CheckState::pass);
+  EXPECT_EQ(d->check().detail, "not fp16 (no loss_scale or overflow logged)");
+}
+
+// --- 3. injected faults ---------------------------------------------------------------------------
+TEST(LossScaleCollapseDetector, FiresOnOverflowStreak) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Spec sp = overflow_streak();
+    sp.seed = seed;
+    auto f = run_finding(kCause, sp);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->onset_step, 200);
+    EXPECT_EQ(f->detected_step, 202);
+    EXPECT_EQ(f->rank, -1);
+    EXPECT_EQ(f->evidence[0], "loss scale 65536 -> 16384 over steps 200..202, 3 steps skipped");
+  }
+}
+
+TEST(LossScaleCollapseDetector, FiresOnScaleClampedLow) {
+  Spec sp;
+  sp.fp16 = true;  // no overflow at all: only the scale says this is fp16
+  sp.max_scale = [](int64_t step) { return step >= 150 ? 1.0 / 256 : 1e30; };  // grads underflow to 0
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 150);
+  EXPECT_EQ(f->detected_step, 151);
+  EXPECT_EQ(f->evidence[0],
+            "loss scale 65536 -> 0.0039 since step 150; gradients underflow, 98% of grads zero, grad_norm 0");
+}
+
+TEST(LossScaleCollapseDetector, FiresOnInitialSearchThatNeverEnds) {
+  Spec sp;
+  sp.fp16 = true;
+  sp.initial_overflows = 1000;  // every step overflows: the scale reaches 0.5 at step 18
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 1);
+  EXPECT_EQ(f->detected_step, 18);
+
+  sp.init_scale = std::ldexp(1.0, 40);  // a huge initial scale: still >= 1 after 30 halvings
+  f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 1);
+  EXPECT_EQ(f->detected_step, 31);
+  EXPECT_NE(f->evidence[0].find("31 steps skipped (initial scale search never ends)"), std::string::npos)
+      << f->evidence[0];
+}
+
+TEST(LossScaleCollapseDetector, SameFindingWhateverTheInterleaving) {
+  auto rs = generate(overflow_streak());
+  auto ref = run_detector(kCause, interleave(rs, Order::by_time), 2)->finding();
+  ASSERT_TRUE(ref);
+  for (int world : {2, 0})
+    for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
+      auto f = run_detector(kCause, interleave(rs, o), world)->finding();
+      ASSERT_TRUE(f);
+      EXPECT_TRUE(same_finding(*ref, *f)) << world << " " << static_cast<int>(o);
+    }
+}
+
+TEST(LossScaleCollapseDetector, OddDataDoesNotThrow) {
+  auto d = make_detector(kCause, {});
+  Record r;
+  for (int i = 0; i < 40; ++i) {
+    r.rank = i % 3;
+    r.step = i % 4 ? i : 3;
+    r.loss_scale = i % 5 ? std::ldexp(1.0, 16 - i) : std::nan("");
+    r.overflow = i % 2 == 0;
+    if (i % 3) r.skipped.reset();
+    else r.skipped = true;
+    r.grad_norm = i % 7 ? std::numeric_limits<double>::infinity() : 0.0;
+    EXPECT_NO_THROW(d->observe(r));
+  }
+  EXPECT_NO_THROW(d->check());
+}
+
+}  // namespace
+}  // namespace flatline::testing
