@@ -1,0 +1,106 @@
+// Plateau (plateau.h): two-half mean comparison over the last W loss values.
+#include "detectors/plateau.h"
+
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace flatline {
+namespace {
+
+constexpr size_t kMaxSteps = 20000;  // values kept (the oldest are dropped)
+constexpr size_t kStride = 5;        // steps between spans when looking for flat_since
+constexpr double kKneeErrs = 3.0;    // a span descending by more than this many errors has the knee
+constexpr size_t kMisses = 2;        // such spans in a row end the flat stretch
+constexpr double kStdErrs = 2.0;     // drop below this many standard errors = flat
+constexpr int kOwnLoss = 1 << 20;    // a rank's own loss ranks after any loss_avg
+
+struct Window {
+  double old_mean, new_mean, sigma, drop, se;
+  bool flat;
+};
+
+// The `w` values ending at index `end` (exclusive).
+Window judge(const std::vector<double>& y, size_t end, size_t w) {
+  const size_t b = end - w, h = w / 2;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0, so = 0, sn = 0;
+  for (size_t i = 0; i < w; ++i) {
+    const double x = static_cast<double>(i), v = y[b + i];
+    sx += x, sy += v, sxx += x * x, sxy += x * v;
+    (i < h ? so : sn) += v;
+  }
+  const double n = static_cast<double>(w);
+  const double den = n * sxx - sx * sx;
+  const double slope = den != 0 ? (n * sxy - sx * sy) / den : 0, icpt = (sy - slope * sx) / n;
+  double ss = 0;
+  for (size_t i = 0; i < w; ++i) {
+    const double e = y[b + i] - (icpt + slope * static_cast<double>(i));
+    ss += e * e;
+  }
+  Window r;
+  r.old_mean = so / static_cast<double>(h);
+  r.new_mean = sn / static_cast<double>(w - h);
+  r.sigma = std::sqrt(ss / (n - 2));
+  r.drop = r.old_mean - r.new_mean;
+  r.se = r.sigma * std::sqrt(1.0 / static_cast<double>(h) + 1.0 / static_cast<double>(w - h));
+  r.flat = !(r.drop > kStdErrs * r.se);
+  return r;
+}
+
+}  // namespace
+
+void Plateau::observe(const Record& r) {
+  if (r.kind != RecordKind::step || r.rank < 0) return;
+  Value v{-1, 0};
+  if (r.loss_avg && std::isfinite(*r.loss_avg)) v = {r.rank, *r.loss_avg};
+  else if (r.loss && std::isfinite(*r.loss)) v = {kOwnLoss + r.rank, *r.loss};
+  if (v.priority < 0) return;
+  auto [it, inserted] = series_.emplace(r.step, v);
+  if (!inserted && v.priority <= it->second.priority) it->second = v;  // same source again: a restart's value
+  while (series_.size() > kMaxSteps) series_.erase(series_.begin());
+}
+
+PlateauStatus Plateau::status() const {
+  PlateauStatus st;
+  const size_t w = static_cast<size_t>(window_);
+  if (series_.size() < w) {
+    st.detail = fmt::format("need {} loss values, have {}", w, series_.size());
+    return st;
+  }
+  std::vector<double> y;
+  std::vector<int64_t> steps;
+  y.reserve(series_.size());
+  for (const auto& [s, v] : series_) {
+    steps.push_back(s);
+    y.push_back(v.v);
+  }
+  st.known = true;
+  const Window last = judge(y, y.size(), w);
+  st.flat = last.flat;
+  const int64_t from = steps[y.size() - w], to = steps.back();
+  const char* verdict = !last.flat ? "descending" : last.drop < -kStdErrs * last.se ? "rising" : "flat";
+  st.detail = fmt::format("loss {:.4g} -> {:.4g} over steps {}..{}, noise {:.2g}: {}", last.old_mean, last.new_mean,
+                          from, to, last.sigma, verdict);
+  if (st.flat) {
+    // The flat stretch: grow the judged span back from the latest window while it stays flat as a
+    // whole (a longer span has a smaller standard error, so the knee shows as soon as it is included).
+    // Overlapping spans share their noise, so a chance excursion lasts several strides: the walk
+    // asks for a clearly descending span (kKneeErrs) and stops after kMisses of them in a row.
+    size_t span = w;
+    for (size_t s = w + kStride, misses = 0; s <= y.size() && misses < kMisses; s += kStride) {
+      const Window j = judge(y, y.size(), s);
+      if (!(j.drop > kKneeErrs * j.se)) {
+        span = s;
+        misses = 0;
+      } else {
+        ++misses;
+      }
+    }
+    st.flat_since = steps[y.size() - span];
+    st.detail += fmt::format(" since step {}", st.flat_since);
+  }
+  return st;
+}
+
+}  // namespace flatline

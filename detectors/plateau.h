@@ -1,0 +1,40 @@
+// Plateau: is the training loss still descending against its own noise? Not a cause (a converged
+// model plateaus too) but the symptom the checklist explains; Triage reports it beside the causes.
+//
+// Signal: loss_avg of step records (mean over ranks), or `loss` of the lowest rank when loss_avg is
+//   absent; one value per step: a step logged again (a restart) replaces the earlier value.
+// Window: the last W = 40 steps with a value, split into an older and a newer half.
+// Warm-up: unknown until W values exist.
+// Threshold: flat when drop = mean(older half) - mean(newer half) is < 2 standard errors of that
+//   difference, se = sigma * sqrt(1/n_old + 1/n_new), sigma = the spread of the window's values
+//   around a least-squares line (so a steady descent is not mistaken for noise). flat_since: the
+//   judged span grows back from the latest window (stride 5 steps) until 2 spans in a row descend by
+//   more than 3 standard errors (the knee is in them). 3 rather than 2: overlapping spans share their
+//   noise, so a 2-SE chance excursion inside a flat stretch lasts several strides (seen in tests).
+// False-positive guard: none needed beyond the noise estimate: a flat loss is reported, not
+//   diagnosed; the checklist says why.
+#pragma once
+#include <cstdint>
+#include <map>
+
+#include "detectors/triage.h"
+#include "telemetry/record.h"
+
+namespace flatline {
+
+class Plateau {
+ public:
+  explicit Plateau(int window = 40) : window_(window < 4 ? 4 : window) {}
+  void observe(const Record& r);
+  PlateauStatus status() const;
+
+ private:
+  struct Value {
+    int priority;  // the lowest rank's loss_avg, else the lowest rank's own loss; a tie is a restart: the later wins
+    double v;
+  };
+  int window_;
+  std::map<int64_t, Value> series_;  // step -> value
+};
+
+}  // namespace flatline
