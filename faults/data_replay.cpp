@@ -18,7 +18,8 @@ class DataReplay : public Fault {
       throw ScenarioError(fmt::format("{}:{}: data_replay/{}: {}", s.source, f.line, f.mode, why));
     };
     if (f.at <= 0) bad("needs 'at' (a single onset step)");
-    if (f.mode == "resume_drops_sampler_state" && s.restart_at < 0) bad("needs a 'restart: {at: N}' in the scenario");
+    if (f.mode == "resume_drops_sampler_state" && (s.restart_at < 0 || s.restart_at < s.checkpoint_every))
+      bad("needs a 'restart: {at: N}' at or after the first checkpoint (nothing is replayed before it)");
     window_ = f.params.count("window") ? static_cast<int64_t>(f.params.at("window")) : 0;
     if (f.mode == "cycle_window" && window_ < 1) bad("needs params.window >= 1 (batches in the cycle)");
   }

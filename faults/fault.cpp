@@ -29,7 +29,7 @@ Fault::Fault(FaultSpec spec, const Scenario& scenario) : spec_(std::move(spec)),
     onsets_.push_back(spec_.at);
   } else {
     for (int64_t s = spec_.range_start; s <= spec_.range_end; s += spec_.range_every) {
-      double u = static_cast<double>(mix(scenario.seed * 1000003ULL + static_cast<uint64_t>(spec_.line) * 7919ULL +
+      double u = static_cast<double>(mix(scenario.seed * 1000003ULL + static_cast<uint64_t>(spec_.index + 1) * 7919ULL +
                                          static_cast<uint64_t>(s)) >> 11) / 9007199254740992.0;
       if (u < spec_.probability) onsets_.push_back(s);
     }

@@ -28,8 +28,8 @@ class LrZero : public Fault {
       bad("a constant schedule has no total to size wrong; use cosine or linear");
     if (f.mode == "finished_schedule_on_resume" && s.restart_at < 0)
       bad("needs a 'restart: {at: N}' in the scenario");
-    if (f.mode == "scheduler_not_stepped" && s.schedule.warmup == 0)
-      bad("needs a warmup (lr(0) = 0) for the stuck scheduler to hold lr at 0");
+    if (f.mode == "scheduler_not_stepped" && (s.schedule.warmup == 0 || f.at != 1))
+      bad("needs a warmup and 'at: 1': the scheduler never steps, so lr stays at lr(0) = 0");
     if (f.target_rank >= 0) bad("the schedule is shared by every rank: target must be 'all'");
   }
 

@@ -255,6 +255,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     for (const auto& f : fs) {
       s.faults.push_back(parse_fault(c, f));
       auto& fl = s.faults.back();
+      fl.index = static_cast<int>(s.faults.size()) - 1;
       if (fl.target_rank >= s.world_size)
         c.fail(f["target"], fmt::format("target rank {} is outside world_size {}", fl.target_rank, s.world_size));
     }

@@ -56,6 +56,7 @@ struct FaultSpec {
   std::map<std::string, double> params;         // numeric params (timeout_s, window, steps, max_scale)
   std::string param_mode;                       // params.mode (copied into `mode`)
   int line = 0;                                 // where it was declared
+  int index = 0;                                // position in the scenario's fault list (seeds `range` draws)
 };
 
 struct ExpectSpec {

@@ -119,8 +119,11 @@ TEST(LrZeroFault, InvalidConfigurationsNameFileAndLine) {
             "t.yaml:6: lr_zero/finished_schedule_on_resume: needs a 'restart: {at: N}' in the scenario");
   EXPECT_EQ(make_error(with_fault("at: 1, params: {mode: scheduler_not_stepped}", "",
                                   "{kind: cosine, warmup: 0}")),
-            "t.yaml:6: lr_zero/scheduler_not_stepped: needs a warmup (lr(0) = 0) for the stuck scheduler to hold lr "
-            "at 0");
+            "t.yaml:6: lr_zero/scheduler_not_stepped: needs a warmup and 'at: 1': the scheduler never steps, so lr "
+            "stays at lr(0) = 0");
+  EXPECT_EQ(make_error(with_fault("at: 5, params: {mode: scheduler_not_stepped}", "", "{kind: cosine, warmup: 10}")),
+            "t.yaml:6: lr_zero/scheduler_not_stepped: needs a warmup and 'at: 1': the scheduler never steps, so lr "
+            "stays at lr(0) = 0");
 }
 
 TEST(LrZeroFault, FinishedScheduleOnResume) {
@@ -223,13 +226,13 @@ TEST(Fault, TargetRank) {
 }
 
 // Steps at which a range fault with lifetime 1 is active: exactly its chosen onsets.
-std::set<int64_t> onsets(uint64_t seed, double probability, int line = 9) {
+std::set<int64_t> onsets(uint64_t seed, double probability, int index = 0) {
   FaultSpec s = spec_at(-1, 1);
   s.range_start = 100;
   s.range_end = 300;
   s.range_every = 10;
   s.probability = probability;
-  s.line = line;
+  s.index = index;
   Fault f(s, seeded(seed));
   std::set<int64_t> out;
   for (int64_t step = 1; step <= 400; ++step)
