@@ -1,0 +1,133 @@
+// RankClock: run_not_alive's bookkeeping for one rank in wall-clock time: its step records (last
+// step, median interval), its watchdog heartbeats (interval, phase history), its pauses
+// (checkpoint / eval) and restarts, and the stale-logging counter. The rules and their thresholds
+// are documented in run_not_alive.cpp; this file only keeps the state they read.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "detectors/util.h"
+#include "telemetry/record.h"
+
+namespace flatline::detail {
+
+inline bool pause_phase(const std::string& p) { return p == "checkpoint" || p == "eval"; }
+inline bool training_phase(const std::string& p) {
+  return p == "data" || p == "compute" || p == "collective" || p == "optimizer";
+}
+inline double later(double a, double b) { return !std::isfinite(a) ? b : !std::isfinite(b) ? a : std::max(a, b); }
+
+struct RankClock {
+  static constexpr double kDefaultHeartbeat = 0.5;  // s, until two heartbeats are seen
+  static constexpr double kDeadGap = 2.0;           // s: a heartbeat gap this long and
+  static constexpr double kDeadBeats = 4.0;         //    this many intervals: a new process
+  static constexpr size_t kPhaseHistory = 4096;     // heartbeats kept for the evidence line
+
+  int64_t last_step = 0, step_records = 0, since_start = 0;  // since_start: step records since a (re)start
+  double last_step_t = std::nan(""), first_t = std::nan(""), latest_t = std::nan("");
+  Ring step_iv{64}, hb_iv{32};
+  double last_hb_t = std::nan(""), pause_t = std::nan("");
+  bool window = false, eval_window = false;  // inside checkpoint_save..next step / eval_start..eval_end
+  bool stall_reported = false;               // a late heartbeat was reported since the last step
+  // stale logging: the current run of step records with the same logged step
+  int64_t stale_step = 0;
+  int stale_n = 0;
+  double stale_t0 = std::nan(""), prev_t = std::nan("");
+  std::optional<int64_t> prev_opt, opt0;
+  std::deque<std::pair<double, std::string>> phases;  // (t, phase) of recent heartbeats
+
+  double heartbeat_interval() const { return hb_iv.size() ? hb_iv.median() : kDefaultHeartbeat; }
+  // The time the step deadline counts from: the last step or the end of the last pause.
+  double reference() const {
+    const double ref = later(last_step_t, pause_t);
+    return std::isfinite(ref) ? ref : first_t;
+  }
+
+  void restart(double t) {
+    last_step_t = last_hb_t = std::nan("");
+    since_start = 0;
+    pause_t = t;
+    window = eval_window = stall_reported = false;
+  }
+
+  // Called first for every record with a finite t.
+  void clock(double t) {
+    if (std::isfinite(latest_t) && t < latest_t - 1.0) restart(t);  // the clock went back
+    if (!std::isfinite(first_t)) first_t = t;
+  }
+
+  // A step record. Returns the length of the run of records logging this same step while t (and
+  // opt_step) advanced: 1 for a new step.
+  int on_step(const Record& r) {
+    const bool has_t = std::isfinite(r.t);
+    if (has_t && std::isfinite(last_step_t) && r.t > last_step_t) step_iv.push(r.t - last_step_t);
+    if (step_records > 0 && r.step == stale_step) {
+      const bool t_known = has_t && std::isfinite(prev_t), opt_known = r.opt_step && prev_opt;
+      const bool advancing =
+          (t_known || opt_known) && (!t_known || r.t > prev_t) && (!opt_known || *r.opt_step > *prev_opt);
+      if (advancing) ++stale_n;  // else a duplicated line: ignored
+    } else {
+      stale_step = r.step;
+      stale_n = 1;
+      stale_t0 = r.t;
+      opt0 = r.opt_step;
+    }
+    if (has_t) prev_t = last_step_t = r.t;
+    if (r.opt_step) prev_opt = r.opt_step;
+    last_step = r.step;
+    ++step_records;
+    ++since_start;
+    stall_reported = false;
+    window = eval_window = false;  // a step completed: any pause is over
+    return stale_n;
+  }
+
+  // A heartbeat with a finite t. Returns false while the rank is paused (phase checkpoint/eval,
+  // inside a pause window), true when its step deadline applies.
+  bool on_heartbeat(const Record& r) {
+    if (std::isfinite(last_hb_t) && r.t - last_hb_t > std::max(kDeadGap, kDeadBeats * heartbeat_interval()))
+      restart(r.t);  // the watchdog itself stopped: the process was gone, this is a new one
+    else if (std::isfinite(last_hb_t) && r.t > last_hb_t)
+      hb_iv.push(r.t - last_hb_t);
+    last_hb_t = r.t;
+    phases.emplace_back(r.t, r.phase);
+    if (phases.size() > kPhaseHistory) phases.pop_front();
+    if (pause_phase(r.phase)) {
+      pause_t = r.t;
+      return false;
+    }
+    if (window) {
+      if (eval_window || !training_phase(r.phase)) return false;
+      window = false;  // back to training after a checkpoint save: the deadline restarts here
+      pause_t = r.t;
+    }
+    return true;
+  }
+
+  // An event at t (the record's, or the latest seen when it has none).
+  void on_event(const Record& r, double t) {
+    if (r.name == "checkpoint_save" || r.name == "eval_start") {
+      window = true;
+      eval_window = r.name == "eval_start";
+      pause_t = later(pause_t, t);
+    } else if (r.name == "eval_end") {
+      window = eval_window = false;
+      pause_t = later(pause_t, t);
+    } else if (r.name == "run_start" || r.name == "checkpoint_load" || r.name == "resume" ||
+               r.name == "stop_for_restart") {
+      restart(t);
+    }
+  }
+
+  // The phase of the latest heartbeat at or before t ("" when none).
+  std::optional<std::string> phase_at(double t) const {
+    auto it = std::upper_bound(phases.begin(), phases.end(), t, [](double x, const auto& p) { return x < p.first; });
+    if (it == phases.begin()) return std::nullopt;
+    return std::prev(it)->second;
+  }
+};
+
+}  // namespace flatline::detail

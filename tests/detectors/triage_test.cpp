@@ -1,0 +1,166 @@
+// Triage: walks the checklist in order; healthy runs say healthy with every check passing,
+// overlapping faults report every finding with the earlier checklist cause as the diagnosis,
+// missing fields say what to log; to_text / to_json carry it all.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "detectors/triage.h"
+#include "tests/detectors/stream.h"
+
+namespace flatline::testing {
+namespace {
+
+Diagnosis triage(const Spec& sp, int world, Order o = Order::by_time, std::vector<Finding>* announced = nullptr) {
+  Triage t(DetectorConfig{world});
+  if (announced) t.on_finding([announced](const Finding& f) { announced->push_back(f); });
+  double t_end = 0;
+  for (const auto& r : interleave(generate(sp), o)) {
+    t.observe(r);
+    if (std::isfinite(r.t)) t_end = r.t;
+  }
+  t.finish(t_end);
+  return t.diagnosis();
+}
+
+TEST(Triage, ChecklistOrder) {
+  EXPECT_EQ(checklist_causes(), (std::vector<std::string>{"run_not_alive", "lr_zero", "data_replay",
+                                                          "loss_scale_collapse", "zero_grad_rank"}));
+  for (const auto& c : checklist_causes()) EXPECT_EQ(make_detector(c, {})->cause(), c);
+  EXPECT_THROW(make_detector("no_such_cause", {}), std::invalid_argument);
+}
+
+TEST(Triage, HealthyRunPassesEveryCheck) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Spec sp;
+    sp.seed = seed;
+    sp.world = 4;
+    sp.fp16 = true;
+    sp.initial_overflows = 3;
+    sp.checkpoint_at = {100, 200};
+    sp.eval_at = {150};
+    sp.restart_after = 230;
+    sp.restart_from = 200;
+    auto d = triage(sp, 4);
+    EXPECT_EQ(d.cause, "healthy");
+    EXPECT_TRUE(d.findings.empty());
+    ASSERT_EQ(d.checklist.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(d.checklist[i].cause, checklist_causes()[i]);
+      EXPECT_EQ(d.checklist[i].state, CheckState::pass) << d.checklist[i].cause << ": " << d.checklist[i].detail;
+    }
+    EXPECT_EQ(d.last_step, 300);
+    EXPECT_TRUE(d.plateau.known);
+  }
+}
+
+Spec lr_zero_and_zero_grad_rank() {
+  Spec sp;
+  sp.steps = 400;
+  sp.checkpoint_at = {300};
+  sp.restart_after = 350;
+  sp.restart_from = 300;
+  sp.lr = [](int64_t, bool after_restart, double h) { return after_restart ? 0.0 : h; };  // lr_zero at 301
+  sp.local_grad_scale = [](int64_t step, int r) { return r == 1 && step >= 150 ? 0.0 : 1.0; };  // from 150
+  return sp;
+}
+
+TEST(Triage, OverlappingFaultsReportBothPrimaryByChecklistOrder) {
+  std::vector<Finding> announced;
+  auto d = triage(lr_zero_and_zero_grad_rank(), 2, Order::by_time, &announced);
+  // zero_grad_rank fired first (step 151) but lr_zero comes earlier in the checklist
+  EXPECT_EQ(d.cause, "lr_zero");
+  EXPECT_EQ(d.rank, -1);
+  EXPECT_EQ(d.onset_step, 301);
+  EXPECT_EQ(d.detected_step, 302);
+  EXPECT_EQ(d.evidence, std::vector<std::string>{"lr = 0 since step 301 (peak 3.0e-03 at step 21)"});
+  ASSERT_EQ(d.findings.size(), 2u);
+  EXPECT_EQ(d.findings[0].cause, "lr_zero");
+  EXPECT_EQ(d.findings[1].cause, "zero_grad_rank");
+  EXPECT_EQ(d.findings[1].rank, 1);
+  EXPECT_EQ(d.findings[1].onset_step, 150);
+  EXPECT_EQ(d.findings[1].detected_step, 151);
+  // announced once each, in the order they fired
+  ASSERT_EQ(announced.size(), 2u);
+  EXPECT_EQ(announced[0].cause, "zero_grad_rank");
+  EXPECT_EQ(announced[1].cause, "lr_zero");
+  EXPECT_EQ(d.checklist[1].state, CheckState::fail);
+  EXPECT_EQ(d.checklist[1].detail, "lr = 0 since step 301 (peak 3.0e-03 at step 21)");
+  EXPECT_EQ(d.checklist[4].state, CheckState::fail);
+  EXPECT_EQ(d.checklist[0].state, CheckState::pass);
+  EXPECT_EQ(d.checklist[2].state, CheckState::pass);
+  EXPECT_EQ(d.checklist[3].state, CheckState::pass);
+}
+
+TEST(Triage, SameDiagnosisWhateverTheInterleaving) {
+  auto ref = triage(lr_zero_and_zero_grad_rank(), 2);
+  for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
+    auto d = triage(lr_zero_and_zero_grad_rank(), 2, o);
+    EXPECT_EQ(to_json(d), to_json(ref)) << static_cast<int>(o);
+  }
+}
+
+TEST(Triage, HangComesFirst) {
+  Spec sp;
+  sp.hang_at = 160;
+  sp.local_grad_scale = [](int64_t step, int r) { return r == 0 && step >= 100 ? 0.0 : 1.0; };
+  auto d = triage(sp, 2);
+  EXPECT_EQ(d.cause, "run_not_alive");
+  EXPECT_EQ(d.detected_step, 159);
+  ASSERT_EQ(d.findings.size(), 2u);
+  EXPECT_EQ(d.findings[1].cause, "zero_grad_rank");
+  EXPECT_EQ(d.findings[1].rank, 0);
+}
+
+TEST(Triage, MissingFieldsSayWhatToLog) {
+  Spec sp;
+  sp.heartbeats = false;
+  sp.with_t = false;
+  sp.lr_field = sp.update_norm = sp.batch_hash = sp.local_grad = sp.loss_scale = false;
+  sp.mutate = [](Record& r) { r.overflow.reset(), r.skipped.reset(); };
+  auto d = triage(sp, 2, Order::round_robin);
+  EXPECT_EQ(d.cause, "healthy");
+  const std::vector<std::pair<CheckState, std::string>> want = {
+      {CheckState::cannot_run, "missing heartbeats and t: log a wall-clock heartbeat from a watchdog thread"},
+      {CheckState::cannot_run, "missing lr: log the learning rate per step"},
+      {CheckState::cannot_run, "missing batch_hash: log a hash of each batch's sample ids"},
+      {CheckState::pass, "not fp16 (no loss_scale or overflow logged)"},
+      {CheckState::cannot_run, "missing local_grad_norm: log each rank's grad norm before the all-reduce"},
+  };
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(d.checklist[i].state, want[i].first) << i;
+    EXPECT_EQ(d.checklist[i].detail, want[i].second) << i;
+  }
+  const std::string text = to_text(d);
+  EXPECT_NE(text.find("lr_zero              cannot run  missing lr: log the learning rate per step"), std::string::npos) << text;
+}
+
+TEST(Triage, TextAndJson) {
+  auto d = triage(lr_zero_and_zero_grad_rank(), 2);
+  const std::string text = to_text(d);
+  for (const char* want :
+       {"diagnosis: lr_zero  (confidence 0.95)\n", "  onset step 301, detected at step 302 (t = ",
+        "  - lr = 0 since step 301 (peak 3.0e-03 at step 21)\n", "  also: zero_grad_rank on rank 1, onset step 150",
+        "checklist:\n", "  1. run_not_alive        pass        steps advancing", "  2. lr_zero              FAIL",
+        "  5. zero_grad_rank       FAIL", "plateau: loss ", "records: "})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+
+  auto j = nlohmann::json::parse(to_json(d));
+  EXPECT_EQ(j["cause"], "lr_zero");
+  EXPECT_EQ(j["onset_step"], 301);
+  EXPECT_EQ(j["detected_step"], 302);
+  EXPECT_DOUBLE_EQ(j["detected_t"].get<double>(), d.detected_t);
+  EXPECT_EQ(j["findings"].size(), 2u);
+  EXPECT_EQ(j["findings"][1]["rank"], 1);
+  EXPECT_EQ(j["checklist"][1]["state"], "fail");
+  EXPECT_EQ(j["checklist"][0]["state"], "pass");
+  EXPECT_EQ(j["plateau"]["known"], true);
+  EXPECT_EQ(j["last_step"], 400);
+
+  Diagnosis healthy;
+  EXPECT_NE(to_text(healthy).find("diagnosis: healthy (no cause found)"), std::string::npos);
+  EXPECT_TRUE(nlohmann::json::parse(to_json(healthy))["detected_t"].is_null());
+}
+
+}  // namespace
+}  // namespace flatline::testing
