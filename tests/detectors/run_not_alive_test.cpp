@@ -36,7 +36,7 @@ TEST(RunNotAliveDetector, FiresWhenTheFirstStepNeverCompletes) {
   sp.hang_timeout_s = 15;
   auto f = run_finding(kCause, sp, Order::by_time, 2);
   ASSERT_TRUE(f);
-  EXPECT_EQ(f->detected_step, 0);
+  EXPECT_EQ(f->detected_step, 1);
   EXPECT_EQ(f->onset_step, 1);
   EXPECT_GT(f->detected_t, 10.0);  // the start-up bound
   EXPECT_LE(f->detected_t, 10.6);
@@ -141,7 +141,7 @@ TEST(RunNotAliveDetector, FiresOnHangInCollective) {
     ASSERT_TRUE(f) << "seed " << seed;
     EXPECT_EQ(f->cause, "run_not_alive");
     EXPECT_EQ(f->rank, -1);
-    EXPECT_EQ(f->detected_step, 120);
+    EXPECT_EQ(f->detected_step, 121);  // the stalled step: not before the fault's first step
     EXPECT_EQ(f->onset_step, 121);
     // 3 median steps (~0.6 s) + one heartbeat interval (0.5 s), noticed by the next heartbeat.
     const double stalled = f->detected_t - step_t(rs, 0, 120);
@@ -193,7 +193,7 @@ TEST(RunNotAliveDetector, FiresOnCollectiveTimeoutErrorWithoutHeartbeats) {
   auto d = run_detector(kCause, interleave(rs, Order::by_time), 2);
   auto f = d->finding();
   ASSERT_TRUE(f);
-  EXPECT_EQ(f->detected_step, 49);
+  EXPECT_EQ(f->detected_step, 50);
   EXPECT_EQ(f->onset_step, 50);
   EXPECT_NEAR(f->detected_t, step_t(rs, 0, 49) + 30, 0.01);
   EXPECT_NE(f->evidence[0].find("error on rank 0 after step 49: collective operation timed out"), std::string::npos)
@@ -231,7 +231,7 @@ TEST(RunNotAliveDetector, SameFindingWhateverTheInterleaving) {
     auto rs = generate(sp);
     auto ref = run_detector(kCause, interleave(rs, Order::by_time), world)->finding();
     ASSERT_TRUE(ref);
-    EXPECT_EQ(ref->detected_step, 89);
+    EXPECT_EQ(ref->detected_step, 90);
     for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
       auto f = run_detector(kCause, interleave(rs, o), world)->finding();
       ASSERT_TRUE(f) << static_cast<int>(o);

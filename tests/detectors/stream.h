@@ -137,7 +137,7 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
   while (step <= sp.steps) {
     if (step == sp.hang_at) {
       for (int r = 0; r < sp.world; ++r)
-        segs[r].push_back({T, T + sp.hang_timeout_s, r == sp.hang_rank ? "compute" : "collective", last_done});
+        segs[r].push_back({T, T + sp.hang_timeout_s, r == sp.hang_rank ? "compute" : "collective", step});
       T += sp.hang_timeout_s;
       for (int r = 0; r < sp.world; ++r) {
         if (r != sp.hang_rank)
@@ -151,10 +151,10 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
     }
     double d = sp.step_s * (1 + 0.2 * (unif(sp.seed, 2, step, resumed) - 0.5));
     if (step == 1 && sp.first_step_s > 0) d = sp.first_step_s;
-    seg(T, T + 0.1 * d, "data", step - 1);
-    seg(T + 0.1 * d, T + 0.7 * d, "compute", step - 1);
-    seg(T + 0.7 * d, T + 0.9 * d, "collective", step - 1);
-    seg(T + 0.9 * d, T + d, "optimizer", step - 1);
+    seg(T, T + 0.1 * d, "data", step);  // heartbeats name the step in progress, as sim/trainer.cpp
+    seg(T + 0.1 * d, T + 0.7 * d, "compute", step);
+    seg(T + 0.7 * d, T + 0.9 * d, "collective", step);
+    seg(T + 0.9 * d, T + d, "optimizer", step);
     T += d;
 
     // --- fp16 scaler (PyTorch GradScaler: backoff 0.5 and skip on overflow, growth 2x)

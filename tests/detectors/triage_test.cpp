@@ -106,7 +106,8 @@ TEST(Triage, HangComesFirst) {
   sp.local_grad_scale = [](int64_t step, int r) { return r == 0 && step >= 100 ? 0.0 : 1.0; };
   auto d = triage(sp, 2);
   EXPECT_EQ(d.cause, "run_not_alive");
-  EXPECT_EQ(d.detected_step, 159);
+  EXPECT_EQ(d.onset_step, 160);
+  EXPECT_EQ(d.detected_step, 160);
   ASSERT_EQ(d.findings.size(), 2u);
   EXPECT_EQ(d.findings[1].cause, "zero_grad_rank");
   EXPECT_EQ(d.findings[1].rank, 0);
