@@ -26,11 +26,14 @@
 // False-positive guards: checkpoint and eval pauses (heartbeat phase checkpoint/eval, or inside a
 //   checkpoint_save..next step / eval_start..eval_end window; the deadline restarts when the pause
 //   ends); a restart (stop_for_restart, the gap without heartbeats and the new process's start-up
-//   restart the deadline; re-emitted steps increase, so they are not "the same step repeated"); duplicated lines (same
-//   step, t not advancing: ignored); the end of the stream (finish() never declares a hang).
-// Cross-rank: each rank is judged on its own heartbeats only; the earliest candidate (t, then rank)
+//   restart the deadline; re-emitted steps increase, so they are not "the same step repeated");
+//   duplicated lines (same step, t not advancing: ignored); the end of the stream (finish() never
+//   declares a hang).
+// Cross-rank: each rank is judged on its own heartbeats only (not "any rank's heartbeat": which
+//   rank's records arrive first depends on the interleaving); the earliest candidate (t, then rank)
 //   is committed once every rank's records have passed that t (RankGate), so the finding does not
-//   depend on how the ranks interleave.
+//   depend on how the ranks interleave. A dead rank stops waiting at finish(); its peers, stuck in
+//   the collective, keep beating and fire on their own. Per-rank bookkeeping: rank_clock.h.
 #include <algorithm>
 #include <cctype>
 #include <map>
