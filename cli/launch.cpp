@@ -223,7 +223,8 @@ Diagnosis diagnose_run_dir(const std::string& dir, int world_size, std::vector<s
   std::sort(files.begin(), files.end());
   if (files.empty()) throw std::runtime_error(dir + ": no telemetry (*.jsonl) found");
   DetectorConfig cfg;
-  cfg.world_size = world_size;
+  // Files are read one rank after another: the detectors need the world size to wait for every rank.
+  cfg.world_size = world_size > 0 ? world_size : static_cast<int>(files.size());
   Triage tri(cfg);
   double last_t = 0;
   for (const auto& f : files)

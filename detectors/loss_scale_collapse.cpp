@@ -8,13 +8,20 @@
 //   until the scale fits) is healthy unless it lasts more than 30 steps or takes the scale below 1.
 // Thresholds:
 //   (a) a streak of >= 3 consecutive skipped/overflow steps that starts after the first applied
-//       step: a healthy scaler overflows once after each growth and is clean again on the next step.
+//       step, of which >= 2 are unexplained by the scale: scale x (grad_norm of the last applied step)
+//       < 65504 / 2 (fp16's largest finite value, with a 2x margin because activation gradients can
+//       exceed the parameter-gradient norm). A healthy scaler overflows because the scale is too
+//       high for the gradients (scale x grad_norm far above 65504) and is clean again after a few
+//       halvings; an inf that keeps coming back at a scale the gradients fit in is a broken layer or
+//       a diverged loss, and the scaler will halve itself to nothing. Without a grad_norm to judge
+//       by, a streak of >= 10 fires (the scale fell 1024x).
 //   (b) loss_scale < 1 with grad_zero_frac > 0.5 or grad_norm == 0 on 2 consecutive steps: the
 //       scale is clamped low and the fp16 gradients underflow to zero.
 //   onset_step = the first step of the streak (a) / of the low-scale stretch (b).
 //   fp32/bf16 runs (loss_scale absent or always 1, and no overflow) pass as "not fp16".
 // False-positive guards: the initial scale search (above); a single overflow after a growth step;
-//   fp32 runs with loss_scale 1.
+//   the re-search when gradients grow during warmup (a streak of 6 from a scale of 2^22, seen with
+//   Megatron's 2^32 initial scale: every overflow explained by scale x grad_norm); fp32 runs.
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
 #include <map>
 
@@ -27,6 +34,9 @@ namespace {
 using namespace detail;
 
 constexpr int kSkipStreak = 3;         // consecutive skipped steps after the first applied one
+constexpr int kUnexplained = 2;        // of which overflowed at a scale the gradients fit in
+constexpr double kFp16Max = 65504.0;   // largest finite IEEE binary16 value
+constexpr int kBlindStreak = 10;       // streak that fires when no grad_norm tells explained from not
 constexpr int kInitialSearchMax = 30;  // longest healthy initial scale search
 constexpr double kLowScale = 1.0;      // a scale below this multiplies gradients down
 constexpr double kZeroFrac = 0.5;      // grad_zero_frac that means underflow
@@ -70,7 +80,8 @@ class LossScaleCollapse : public Detector {
     bool fp16 = false, scale_logged = false, applied_seen = false;
     double scale = 1;
     // (a) skip streak
-    int streak = 0;
+    int streak = 0, unexplained = 0;
+    double last_grad_norm = -1;  // of the last applied step (unscaled); -1: unknown
     int64_t streak_first = -1;
     double streak_scale0 = 1;
     bool streak_initial = false;
@@ -101,18 +112,31 @@ class LossScaleCollapse : public Detector {
         s.streak_first = r.step;
         s.streak_scale0 = finite(r.loss_scale) ? *r.loss_scale : prev_scale;
         s.streak_initial = !s.applied_seen;
+        s.unexplained = 0;
       }
+      const double used = finite(r.loss_scale) ? *r.loss_scale : s.scale;
+      if (s.last_grad_norm >= 0 && used * s.last_grad_norm < kFp16Max / 2) ++s.unexplained;
       if (s.streak_initial) s.initial_search = s.streak;
-      const bool fires = s.streak_initial ? (s.streak > kInitialSearchMax || s.scale < kLowScale)
-                                          : s.streak >= kSkipStreak;
-      if (fires && s.fp16)
-        fire(r, s, s.streak_first, 0.85,
-             fmt::format("loss scale {} -> {} over steps {}..{}, {} steps skipped{}{}", scale(s.streak_scale0),
-                         scale(s.scale), s.streak_first, r.step, s.streak, zero,
-                         s.streak_initial ? " (initial scale search never ends)" : ""));
+      const bool judged = s.last_grad_norm >= 0;
+      const bool fires = s.streak_initial
+                             ? (s.streak > kInitialSearchMax || s.scale < kLowScale)
+                             : (judged ? s.streak >= kSkipStreak && s.unexplained >= kUnexplained
+                                       : s.streak >= kBlindStreak);
+      if (fires && s.fp16) {
+        std::vector<std::string> ev{
+            fmt::format("loss scale {} -> {} over steps {}..{}, {} steps skipped{}{}", scale(s.streak_scale0),
+                        scale(s.scale), s.streak_first, r.step, s.streak, zero,
+                        s.streak_initial ? " (initial scale search never ends)" : "")};
+        if (!s.streak_initial && judged)
+          ev.push_back(fmt::format("{} overflow(s) at scale x grad_norm ({} x {}) below half the fp16 max: not the "
+                                   "scale, an inf in the model",
+                                   s.unexplained, scale(used), num(s.last_grad_norm)));
+        fire(r, s, s.streak_first, 0.85, std::move(ev));
+      }
     } else {
       s.streak = 0;
       s.applied_seen = true;
+      if (finite(r.grad_norm)) s.last_grad_norm = *r.grad_norm;
     }
     // --- (b) scale below 1 and the gradients underflow
     if (finite(r.loss_scale) && *r.loss_scale < kLowScale) {
@@ -125,23 +149,23 @@ class LossScaleCollapse : public Detector {
       s.underflow = under ? s.underflow + 1 : 0;
       if (s.underflow >= kLowSteps && s.fp16)
         fire(r, s, s.low_first, 0.9,
-             fmt::format("loss scale {} -> {} since step {}; gradients underflow{}{}", scale(s.low_scale0),
+             {fmt::format("loss scale {} -> {} since step {}; gradients underflow{}{}", scale(s.low_scale0),
                          scale(*r.loss_scale), s.low_first, zero,
-                         finite(r.grad_norm) ? ", grad_norm " + num(*r.grad_norm) : ""));
+                         finite(r.grad_norm) ? ", grad_norm " + num(*r.grad_norm) : "")});
     } else if (finite(r.loss_scale)) {
       s.low_first = -1;
       s.underflow = 0;
     }
   }
 
-  void fire(const Record& r, const Rank& s, int64_t onset, double confidence, std::string evidence) {
+  void fire(const Record& r, const Rank& s, int64_t onset, double confidence, std::vector<std::string> evidence) {
     Finding f;
     f.cause = cause();
     f.onset_step = onset;
     f.detected_step = r.step;
     f.detected_t = r.t;
     f.confidence = confidence;
-    f.evidence.push_back(std::move(evidence));
+    f.evidence = std::move(evidence);
     gate_.offer(r.rank, static_cast<double>(s.ordinal), std::move(f));
   }
 

@@ -40,8 +40,7 @@ class DataReplay : public Fault {
     if (spec_.mode == "cycle_window") {
       t.active_from = t.onset_step = spec_.at + window_;
     } else {  // the resumed run restarts at the checkpoint before the restart point
-      const int64_t ck = scenario_.restart_at / scenario_.checkpoint_every * scenario_.checkpoint_every;
-      t.active_from = t.onset_step = ck + 1;
+      t.active_from = t.onset_step = resume_checkpoint_step(scenario_) + 1;
     }
     return t;
   }

@@ -56,6 +56,11 @@ FaultTruth Fault::truth() const {
   return t;
 }
 
+int64_t resume_checkpoint_step(const Scenario& s) {
+  if (s.restart_at < 0 || s.checkpoint_every <= 0) return -1;
+  return s.restart_at / s.checkpoint_every * s.checkpoint_every;
+}
+
 std::vector<std::unique_ptr<Fault>> make_faults(const Scenario& s) {
   std::vector<std::unique_ptr<Fault>> out;
   for (const auto& f : s.faults) {

@@ -82,6 +82,10 @@ class Fault {
   std::vector<int64_t> onsets_;  // chosen onset steps (one for `at`; seeded picks for `range`)
 };
 
+// The checkpoint step a scenario's restart resumes from (the last checkpoint at or before restart.at);
+// the resumed ranks train again from the step after it. -1 without a restart.
+int64_t resume_checkpoint_step(const Scenario& s);
+
 using FaultFactory = std::function<std::unique_ptr<Fault>(const FaultSpec&, const Scenario&)>;
 void register_fault(const std::string& kind, FaultFactory f);
 // Builds every fault of the scenario; throws ScenarioError (with file:line) for a kind/mode that no

@@ -26,8 +26,8 @@ class LrZero : public Fault {
       bad(fmt::format("'at' ({}) must come after warmup ({} steps)", f.at, s.schedule.warmup));
     if (f.mode == "schedule_total_too_short" && s.schedule.kind == "constant")
       bad("a constant schedule has no total to size wrong; use cosine or linear");
-    if (f.mode == "finished_schedule_on_resume" && s.restart_at < 0)
-      bad("needs a 'restart: {at: N}' in the scenario");
+    if (f.mode == "finished_schedule_on_resume" && (s.restart_at < 0 || s.restart_at < s.checkpoint_every))
+      bad("needs a 'restart: {at: N}' at or after the first checkpoint");
     if (f.mode == "scheduler_not_stepped" && (s.schedule.warmup == 0 || f.at != 1))
       bad("needs a warmup and 'at: 1': the scheduler never steps, so lr stays at lr(0) = 0");
     if (f.target_rank >= 0) bad("the schedule is shared by every rank: target must be 'all'");
@@ -62,7 +62,7 @@ class LrZero : public Fault {
         if (t.onset_step < 0 && s > scenario_.schedule.warmup + 1 && a == 0) t.onset_step = s;
       }
     } else if (spec_.mode == "finished_schedule_on_resume") {
-      t.active_from = t.onset_step = scenario_.restart_at + 1;
+      t.active_from = t.onset_step = resume_checkpoint_step(scenario_) + 1;  // the first resumed step
     } else {  // scheduler_not_stepped: lr stays at lr(at - 1) from step at + 1
       t.active_from = t.onset_step = spec_.at + 1;
     }

@@ -55,6 +55,40 @@ TEST(LossScaleCollapseDetector, SilentOnTwoOverflowsInARow) {
   EXPECT_FALSE(run_finding(kCause, sp));
 }
 
+// Gradients grow in warmup after a 2^32 start (Megatron's default): the scaler searches down again
+// through 6 overflows in a row, each one at a scale far too high for the gradients. Healthy.
+TEST(LossScaleCollapseDetector, SilentOnReSearchExplainedByTheScale) {
+  Spec sp;
+  sp.fp16 = true;
+  sp.init_scale = std::ldexp(1.0, 32);
+  sp.initial_overflows = 8;  // 2^32 -> 2^24
+  sp.overflow = [](int64_t step) { return step == 19 || step == 24 || (step >= 27 && step <= 32); };
+  auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_FALSE(d->finding()) << d->finding()->evidence[0];
+}
+
+// The same streak at a scale the gradients fit in (2^10 x ~0.6 << 65504) is a broken layer.
+TEST(LossScaleCollapseDetector, FiresOnAStreakUnexplainedByTheScale) {
+  Spec sp;
+  sp.fp16 = true;
+  sp.init_scale = 1024;
+  sp.overflow = [](int64_t step) { return step >= 150 && step < 156; };
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 150);
+  EXPECT_EQ(f->detected_step, 152);
+  ASSERT_EQ(f->evidence.size(), 2u);
+  EXPECT_NE(f->evidence[1].find("below half the fp16 max"), std::string::npos) << f->evidence[1];
+}
+
+TEST(LossScaleCollapseDetector, WithoutGradNormAStreakOfTenFires) {
+  Spec sp = overflow_streak();
+  sp.mutate = [](Record& r) { r.grad_norm.reset(); };
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->detected_step, 209);
+}
+
 TEST(LossScaleCollapseDetector, PassesOnFp32) {
   Spec sp;  // fp32: loss_scale 1, no overflow
   auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);

@@ -116,7 +116,8 @@ TEST(LrZeroFault, InvalidConfigurationsNameFileAndLine) {
   EXPECT_EQ(make_error(with_fault("at: 400, target: {rank: 1}, params: {mode: schedule_total_too_short}")),
             "t.yaml:6: lr_zero/schedule_total_too_short: the schedule is shared by every rank: target must be 'all'");
   EXPECT_EQ(make_error(with_fault("at: 400, params: {mode: finished_schedule_on_resume}")),
-            "t.yaml:6: lr_zero/finished_schedule_on_resume: needs a 'restart: {at: N}' in the scenario");
+            "t.yaml:6: lr_zero/finished_schedule_on_resume: needs a 'restart: {at: N}' at or after the first "
+            "checkpoint");
   EXPECT_EQ(make_error(with_fault("at: 1, params: {mode: scheduler_not_stepped}", "",
                                   "{kind: cosine, warmup: 0}")),
             "t.yaml:6: lr_zero/scheduler_not_stepped: needs a warmup and 'at: 1': the scheduler never steps, so lr "
@@ -135,8 +136,8 @@ TEST(LrZeroFault, FinishedScheduleOnResume) {
   EXPECT_TRUE(r.finish_scheduler);
   EXPECT_TRUE(r.restore_sampler);
   FaultTruth t = faults[0]->truth();
-  EXPECT_EQ(t.active_from, 351);
-  EXPECT_EQ(t.onset_step, 351);
+  EXPECT_EQ(t.active_from, 301);  // the resumed ranks re-train from the checkpoint at 300
+  EXPECT_EQ(t.onset_step, 301);
   // The plan is the healthy one.
   TrainPlan p{LrSchedule(s.schedule, s.optimizer.lr)};
   faults[0]->plan(p);
