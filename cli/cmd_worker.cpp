@@ -1,0 +1,66 @@
+// `flatline worker SCENARIO --run-dir DIR [--resume]`: one data-parallel rank. Reads torchrun's RANK,
+// WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or Slurm's SLURM_PROCID, SLURM_NTASKS,
+// SLURM_NTASKS_PER_NODE). Exit status: 0 done, 3 stopped for the scenario's restart, 2 rank error
+// (a collective failed or timed out), 4 parameters diverged across ranks.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/command.h"
+#include "sim/trainer.h"
+
+namespace flatline::cli {
+namespace {
+
+int env_int(const char* a, const char* b, int dflt) {
+  if (const char* v = std::getenv(a)) return std::atoi(v);
+  if (b)
+    if (const char* v = std::getenv(b)) return std::atoi(v);
+  return dflt;
+}
+
+struct Args {
+  std::string scenario, run_dir;
+  bool resume = false;
+};
+
+int run_worker(const Args& a) {
+  RankOptions o;
+  o.scenario = load_scenario_file(a.scenario);
+  o.run_dir = a.run_dir;
+  o.rank = env_int("RANK", "SLURM_PROCID", 0);
+  o.world_size = env_int("WORLD_SIZE", "SLURM_NTASKS", 1);
+  o.local_world_size = env_int("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", o.world_size);
+  if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
+  o.master_port = env_int("MASTER_PORT", nullptr, 29500);
+  o.threads = env_int("FLATLINE_THREADS", nullptr, 0);
+  if (const char* t = std::getenv("FLATLINE_RUN_T0")) o.run_t0 = std::atof(t);
+  o.resume = a.resume;
+  if (o.world_size != o.scenario.world_size)
+    std::cerr << fmt::format("note: WORLD_SIZE {} overrides the scenario's world_size {}\n", o.world_size,
+                             o.scenario.world_size);
+  o.scenario.world_size = o.world_size;
+  try {
+    RankResult r = train_rank(o);
+    std::cerr << fmt::format("rank {}: {} at step {}, {} optimizer steps, {} parameter mismatches across ranks\n",
+                             o.rank, r.stopped_for_restart ? "stopped for restart" : "finished", r.last_step,
+                             r.opt_steps, r.param_mismatches);
+    if (r.param_mismatches > 0) return 4;
+    return r.stopped_for_restart ? 3 : 0;
+  } catch (const RankError& e) {
+    std::cerr << "rank " << o.rank << " failed: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+FLATLINE_COMMAND("worker", "one rank; reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or SLURM_*)", [](CLI::App& sub) {
+  auto a = std::make_shared<Args>();
+  sub.add_option("scenario", a->scenario, "scenario YAML file")->required();
+  sub.add_option("--run-dir", a->run_dir, "run directory")->required();
+  sub.add_flag("--resume", a->resume, "resume from the latest checkpoint in the run directory");
+  return [a] { return run_worker(*a); };
+});
+
+}  // namespace
+}  // namespace flatline::cli

@@ -1,0 +1,32 @@
+// Subcommands of the `flatline` binary register themselves here, one file each in cli/ (cmd_*.cpp),
+// so that a new command is a new file. setup() declares the subcommand's options on `app` and returns
+// the function that runs it after parsing (its exit status).
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace flatline::cli {
+
+using Run = std::function<int()>;
+using Setup = std::function<Run(CLI::App& sub)>;
+
+struct CommandDef {
+  std::string name, help;
+  Setup setup;
+};
+
+bool register_command(CommandDef def);
+const std::vector<CommandDef>& commands();
+
+// Helpers shared by the commands.
+std::string self_exe();
+std::string read_text_file(const std::string& path);
+
+}  // namespace flatline::cli
+
+#define FLATLINE_CONCAT_(a, b) a##b
+#define FLATLINE_CONCAT(a, b) FLATLINE_CONCAT_(a, b)
+#define FLATLINE_COMMAND(name, help, setup) \
+  static const bool FLATLINE_CONCAT(flatline_command_, __LINE__) = ::flatline::cli::register_command({name, help, setup})
