@@ -63,26 +63,36 @@ TEST(Determinism, SameScenarioAndSeedGiveIdenticalTelemetry) {
   EXPECT_NE(deterministic_steps(a, 0), deterministic_steps(c, 0));
 }
 
-// Stopping after step 7 and resuming from the checkpoint at step 5 re-runs steps 6..12 with exactly
-// the records of the uninterrupted run (model, AdamW moments, scheduler, sampler all restored).
-TEST(Resume, ResumedRunReproducesUninterruptedTelemetryBitExactly) {
-  Scenario s = tiny_gpt(2, 12);
-  s.checkpoint_every = 5;
+// Stopping after step `restart_at` and resuming from the checkpoint before it re-runs the steps after
+// that checkpoint with exactly the records of the uninterrupted run (model, AdamW moments, scheduler,
+// sampler, fp16 scaler all restored), at every checkpoint of the run, in fp32 and in fp16.
+class ResumeAt : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
+
+TEST_P(ResumeAt, ResumedRunReproducesUninterruptedTelemetryBitExactly) {
+  const auto [restart_at, precision] = GetParam();
+  Scenario s = tiny_gpt(2, 10);
+  s.checkpoint_every = 2;
+  s.precision = precision;
   const std::string full = temp_dir("full"), cut = temp_dir("cut");
   run_ranks(s, full);
   Scenario r = s;
-  r.restart_at = 7;
+  r.restart_at = restart_at;
   auto first = run_ranks(r, cut);
   EXPECT_TRUE(first[0].stopped_for_restart);
-  EXPECT_EQ(first[0].last_step, 7);
+  EXPECT_EQ(first[0].last_step, restart_at);
   run_ranks(r, cut, /*resume=*/true);
+  const int ck = restart_at / 2 * 2;
   for (int rank = 0; rank < 2; ++rank) {
     auto a = deterministic_steps(full, rank), b = deterministic_steps(cut, rank);
-    ASSERT_EQ(a.size(), 12u);
-    ASSERT_EQ(b.size(), 7u + 7u);  // steps 1..7, then 6..12 after the resume
-    std::vector<std::string> resumed(b.begin() + 7, b.end());
-    EXPECT_EQ(resumed, std::vector<std::string>(a.begin() + 5, a.end()));
+    ASSERT_EQ(a.size(), 10u);
+    ASSERT_EQ(b.size(), static_cast<size_t>(restart_at + 10 - ck));  // 1..restart_at, then ck+1..10
+    EXPECT_EQ(std::vector<std::string>(b.begin(), b.begin() + restart_at),
+              std::vector<std::string>(a.begin(), a.begin() + restart_at));
+    EXPECT_EQ(std::vector<std::string>(b.begin() + restart_at, b.end()), std::vector<std::string>(a.begin() + ck, a.end()));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryCheckpoint, ResumeAt,
+                         ::testing::Combine(::testing::Values(3, 5, 7, 9), ::testing::Values("fp32", "fp16")));
 
 }  // namespace flatline::test
