@@ -88,7 +88,7 @@ struct Scenario {
   int eval_batches = 4;
   double heartbeat_s = 0.5;
   double collective_timeout_s = 30;  // all-reduce timeout: how long a hung rank can stall the others
-  int log_every = 1;
+  int log_every = 1;             // write a step record every N steps (real loggers are sparse)
   std::vector<FaultSpec> faults;
   ExpectSpec expect;
 };
