@@ -143,3 +143,34 @@ TEST(EndToEnd, BadScenarioNamesFileLineAndKey) {
 }
 
 }  // namespace
+
+namespace {
+
+// `flatline score` over a directory: progress lines, the scoreboard, JSON and JUnit files, and an exit
+// status that says whether every expectation was met.
+TEST(EndToEnd, ScoreRunsASuiteAndWritesJunit) {
+  const std::string d = scratch();
+  fs::create_directories(d + "/suite");
+  write(d + "/suite", "a.yaml", std::string("name: e2e-suite-healthy\n") + kBase +
+                                    "steps: 30\nschedule: {kind: cosine, warmup: 5}\nexpect: {cause: healthy}\n");
+  write(d + "/suite", "b.yaml", std::string("name: e2e-suite-zero-grad\n") + kBase + R"(steps: 40
+schedule: {kind: constant}
+faults:
+  - {kind: zero_grad_rank, at: 20, target: {rank: 0}, params: {mode: skipped_backward}}
+expect: {cause: zero_grad_rank, rank: 0, within_steps: 2}
+)");
+  Ran r = run("score " + d + "/suite --out " + d + "/runs --json " + d + "/s.json --junit " + d + "/s.xml");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("[1/2] e2e-suite-healthy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("accuracy: 2/2 (100.0%)"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream(d + "/s.json"));
+  EXPECT_EQ(j["summary"]["correct"], 2);
+  EXPECT_EQ(j["runs"].size(), 2u);
+  std::ifstream x(d + "/s.xml");
+  std::string xml((std::istreambuf_iterator<char>(x)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("tests=\"2\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("failures=\"0\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("name=\"e2e-suite-zero-grad\""), std::string::npos) << xml;
+}
+
+}  // namespace
