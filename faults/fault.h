@@ -37,6 +37,7 @@ struct StepActions {
   double max_loss_scale = std::numeric_limits<double>::infinity();  // clamp the dynamic loss scale
   int64_t batch_index = -1;    // >= 0: fetch this sampler batch index instead of the next one
   bool scheduler_frozen = false;  // the LR scheduler does not step after this update
+  double slowdown = 0;         // this rank's forward + backward take (1 + slowdown) x as long (a straggler)
 };
 
 // What a fault may change when ranks resume from a checkpoint (a `restart` in the scenario).

@@ -78,6 +78,7 @@ const std::map<std::string, std::set<std::string>>& fault_modes() {
       {"data_replay", {"resume_drops_sampler_state", "cycle_window"}},
       {"loss_scale_collapse", {"overflow_streak", "scale_clamped_low"}},
       {"zero_grad_rank", {"zeroed_buffer", "skipped_backward"}},
+      {"straggler", {"slow_rank"}},  // a fleet fault (not a checklist cause): one rank k% slower
   };
   return m;
 }
@@ -136,11 +137,12 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
       auto k = it->first.as<std::string>();
       if (k == "mode") {
         f.mode = c.get<std::string>(it->second, "mode");
-      } else if (k == "timeout_s" || k == "window" || k == "steps" || k == "max_scale" || k == "every") {
+      } else if (k == "timeout_s" || k == "window" || k == "steps" || k == "max_scale" || k == "every" ||
+                 k == "slowdown") {
         f.params[k] = c.get<double>(it->second, k);
       } else {
         c.fail(it->first, fmt::format("unknown fault param '{}' (expected mode, timeout_s, window, steps, "
-                                      "max_scale)", k));
+                                      "max_scale, slowdown)", k));
       }
     }
   }
@@ -264,7 +266,8 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.expect_map(e, "expect");
     c.only_keys(e, "expect", {"cause", "rank", "within_steps"});
     c.set_one_of(e, "cause", s.expect.cause,
-                 {"healthy", "run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse", "zero_grad_rank"});
+                 {"healthy", "run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse", "zero_grad_rank",
+                  "straggler"});
     c.set(e, "rank", s.expect.rank);
     c.set_min<int64_t>(e, "within_steps", s.expect.within_steps, 0);
   } else {

@@ -5,7 +5,9 @@
 namespace flatline {
 
 uint64_t batch_hash(const std::vector<int64_t>& ids) {
-  return XXH3_64bits(ids.data(), ids.size() * sizeof(int64_t));
+  return batch_hash(ids.data(), ids.size());
 }
+
+uint64_t batch_hash(const int64_t* ids, size_t n) { return XXH3_64bits(ids, n * sizeof(int64_t)); }
 
 }  // namespace flatline

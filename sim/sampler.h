@@ -7,6 +7,7 @@
 // tail of an epoch shorter than a global batch is dropped, so every rank sees the same number of steps
 // per epoch and shards are disjoint; over an epoch they cover the first floor(n / global) * global ids.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -43,5 +44,6 @@ class DistributedSampler {
 
 // 64-bit xxHash (XXH3) of a batch's sample ids: the batch fingerprint in telemetry.
 uint64_t batch_hash(const std::vector<int64_t>& ids);
+uint64_t batch_hash(const int64_t* ids, size_t n);  // the same hash without a vector (fleet simulator)
 
 }  // namespace flatline

@@ -231,7 +231,7 @@ TEST(Scenario, MissingExpect) {
 TEST(Scenario, OtherValueErrors) {
   EXPECT_EQ(load_error("name: x\nexpect: {cause: lr_zero_typo}\n"),
             "t.yaml:2:17: 'cause': expected data_replay | healthy | loss_scale_collapse | lr_zero | run_not_alive | "
-            "zero_grad_rank, got 'lr_zero_typo'");
+            "straggler | zero_grad_rank, got 'lr_zero_typo'");
   EXPECT_EQ(load_error("name: x\nsteps: 0\nexpect: {cause: healthy}\n"), "t.yaml:2:8: 'steps' must be >= 1, got 0");
   EXPECT_EQ(load_error("name: x\nrestart: {at: 5}\nexpect: {cause: healthy}\n"),
             "t.yaml:2:10: 'restart' needs 'checkpoint: {every: N}' to resume from");

@@ -1,0 +1,82 @@
+// The fleet simulator's stand-in for a model (simulator.h): seeded noise, the loss and gradient-norm
+// curves of training progress, the fp16 underflow fraction, the default step time, the sampler's ids.
+// Inline and allocation-free: these run once per rank per step (10^8 times for 1024 x 100k).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "faults/scenario.h"
+
+namespace flatline::simdetail {
+
+// splitmix64 finaliser (Steele et al. 2014): platform-independent, unlike std:: distributions.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+// One draw per (seed, stream, step, rank).
+inline uint64_t key(uint64_t seed, uint64_t stream, int64_t step, int64_t rank) {
+  return mix(seed ^ mix((stream << 56) ^ (static_cast<uint64_t>(step) << 20) ^ static_cast<uint64_t>(rank)));
+}
+inline double unif(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+// Roughly standard normal: Irwin-Hall of the four 16-bit quarters of one hash (bounded at +-3.46).
+inline double gauss(uint64_t h) {
+  const double s = static_cast<double>((h & 0xffff) + ((h >> 16) & 0xffff) + ((h >> 32) & 0xffff) + (h >> 48));
+  return (s / 65536.0 - 2.0) * 1.7320508075688772;
+}
+
+// Loss of a byte-level LM against training progress p (applied updates at peak lr on fresh data):
+// a power law to a floor, L(p) = floor + A (1 + p / tau)^-alpha (Kaplan et al. 2020, "Scaling laws",
+// loss vs steps). Starts at ln 256 = 5.55 (uniform bytes); floor 1.3 nats; tau and alpha chosen so
+// that a few thousand steps bring it near 2 and 100k steps still descend slowly.
+constexpr double kLoss0 = 5.545, kLossFloor = 1.3, kTau = 150.0, kAlpha = 0.45;
+inline double loss_at(double p) { return kLossFloor + (kLoss0 - kLossFloor) * std::pow(1.0 + p / kTau, -kAlpha); }
+// Global gradient norm (after all-reduce, unscaled): large early, ~0.3 late (typical GPT logs).
+inline double grad_norm_at(double p) { return 0.3 + 1.7 * std::pow(1.0 + p / kTau, -0.5); }
+constexpr double kLocalOverGlobal = 1.4;  // a rank's own gradient is noisier than the average of W
+constexpr double kMaxElemOverNorm = 64;   // largest gradient element / norm, for fp16 overflow
+constexpr double kFp16Max = 65504.0, kFp16MinSubnormal = 5.96e-8;
+
+// Fraction of fp16 gradient elements that underflow to 0 at loss scale `scale`: elements are
+// log-normal (sigma 2 in ln) around scale x norm / 1000 (a norm spread over ~10^6 elements).
+inline double underflow_fraction(double scale, double norm) {
+  const double m = scale * norm / 1000.0;
+  if (!(m > 0)) return 1.0;
+  return 0.5 * std::erfc((std::log(m) - std::log(kFp16MinSubnormal)) / (2.0 * 1.4142135623730951));
+}
+
+inline double model_params(const ModelSpec& m) {
+  if (m.kind == "cnn") return 1.0e5;
+  return 12.0 * m.n_layer * m.n_embd * m.n_embd + (256.0 + m.block_size) * m.n_embd;
+}
+
+// Default compute ms per step: a few hundred ms, what large-model fleets log (Megatron-LM iteration
+// times); --step-ms overrides. Fixed costs: data 5 ms, optimizer 10 ms, all-reduce 10 ms + 2 ms per
+// doubling of the ranks (a tree/ring latency term).
+constexpr double kDefaultComputeMs = 300, kDataMs = 5, kOptimizerMs = 10;
+inline double comm_ms(int world) { return 10.0 + 2.0 * std::log2(static_cast<double>(world)); }
+
+// Sample ids with DistributedSampler's layout (sim/sampler.h): global batch `index` of the run, rank
+// r's contiguous slice, over a dataset of n = 2^k samples; the epoch's permutation is the bijection
+// id = (a_e j + b_e) mod n, a_e odd, keyed on (seed, epoch).
+struct FleetSampler {
+  int64_t n = 0, global = 0, per_rank = 0, per_epoch = 0;
+  uint64_t seed = 0;
+  FleetSampler(int world, int per_rank_batch, uint64_t s) : per_rank(per_rank_batch), seed(s) {
+    global = int64_t{world} * per_rank;
+    n = 1;
+    while (n < global * 1000) n <<= 1;  // 1000..2000 steps per epoch
+    per_epoch = n / global;
+  }
+  int64_t epoch(int64_t index) const { return index / per_epoch; }
+  void ids(int64_t index, int rank, int64_t* out) const {
+    const int64_t e = index / per_epoch, pos = index % per_epoch;
+    const uint64_t a = mix(seed ^ mix(static_cast<uint64_t>(e) * 2 + 1)) | 1, b = mix(seed + static_cast<uint64_t>(e));
+    const uint64_t base = static_cast<uint64_t>(pos * global + rank * per_rank), mask = static_cast<uint64_t>(n - 1);
+    for (int64_t j = 0; j < per_rank; ++j) out[j] = static_cast<int64_t>((a * (base + static_cast<uint64_t>(j)) + b) & mask);
+  }
+};
+
+}  // namespace flatline::simdetail

@@ -1,0 +1,35 @@
+// The fleet simulator's step walk (simulator.h): the same order as sim/trainer.cpp's step (data,
+// compute, all-reduce, optimizer, logging, eval, checkpoint, restart), with the faults' StepActions
+// interpreted the way the trainer interprets them, for every rank at once.
+#include "sim/simulate/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/loss_scaler.h"
+#include "sim/sampler.h"
+#include "sim/simulate/model.h"
+#include "sim/simulate/walk.h"
+
+namespace flatline {
+
+Scenario resolve_for_simulation(Scenario s, const SimOptions& o) {
+  if (o.ranks > 0) s.world_size = o.ranks;
+  if (o.steps > 0) s.steps = o.steps;
+  if (o.override_seed) s.seed = o.seed;
+  for (const auto& f : s.faults)
+    if (f.target_rank >= s.world_size)
+      throw ScenarioError(fmt::format("{}:{}: target rank {} is outside {} simulated ranks", s.source, f.line,
+                                      f.target_rank, s.world_size));
+  return s;
+}
+
+SimResult simulate(const Scenario& sc, const SimOptions& o, RecordSink& sink) {
+  simdetail::Walk w(sc, o, sink);
+  return w.run();
+}
+
+}  // namespace flatline

@@ -1,0 +1,326 @@
+// Walk (walk.h): one optimizer step on every rank, interpreting StepActions as sim/trainer.cpp does:
+// zero_grads / skip_backward -> the rank's local_grad_norm 0 and the all-reduced gradient x (W-1)/W;
+// block_s -> the rank arrives late at the all-reduce (past the collective timeout: a hang);
+// freeze_logging; inject_inf -> overflow; max_loss_scale; batch_index; scheduler_frozen; slowdown;
+// and ResumeActions at a restart.
+#include "sim/simulate/walk.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/sampler.h"
+
+namespace flatline::simdetail {
+namespace {
+constexpr double kEvalS = 2.0, kCheckpointS = 3.0, kRestartGapS = 20.0;  // simulated pauses
+constexpr double kTimeoutGraceS = 5.0;  // the launcher kills a hung rank this long after the others fail
+const Hook kHooks[] = {Hook::before_forward, Hook::after_backward, Hook::at_allreduce, Hook::before_optimizer,
+                       Hook::at_logging};
+}  // namespace
+
+Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
+    : sc_(s), sink_(sink), faults_(make_faults(s)), plan_{LrSchedule(s.schedule, s.optimizer.lr)},
+      sampler_(s.world_size, s.batch_size * s.grad_accum, s.seed), world_(s.world_size), seed_(s.seed) {
+  for (const auto& f : faults_) f->plan(plan_);
+  compute_ms_ = o.step_ms > 0 ? o.step_ms : kDefaultComputeMs;
+  comm_ms_ = comm_ms(world_);
+  hb_s_ = s.heartbeat_s > 0 ? s.heartbeat_s : 0.5;
+  nparams_ = model_params(s.model);
+  tr_.scaler.enabled = s.precision == "fp16";
+  tr_.scaler.scale = tr_.scaler.enabled ? s.loss_scale_init : 1.0;
+  tr_.scaler.growth_interval = s.loss_scale_growth_interval;
+  tr_.log_step.assign(world_, 0);
+  tr_.log_loss.assign(world_, 0.0);
+  cls_.assign(world_, -1);
+  for (const auto& f : faults_) {
+    const int r = f->spec().target_rank;
+    if (r >= 0 && cls_[r] < 0) {
+      cls_[r] = static_cast<int>(targeted_ranks_.size());
+      targeted_ranks_.push_back(r);
+    }
+  }
+  targeted_.resize(targeted_ranks_.size());
+  next_hb_.resize(world_);
+  for (int r = 0; r < world_; ++r) next_hb_[r] = hb_s_ * unif(key(seed_, 7, 0, r));  // watchdogs start apart
+  compute_.resize(world_);
+  loss_.resize(world_);
+  replay_.resize(world_);
+  ids_.resize(static_cast<size_t>(sampler_.per_rank));
+  for (const auto& f : faults_) truths_.push_back(f->truth());
+  res_.truths = truths_;
+  res_.onset_t.assign(truths_.size(), std::numeric_limits<double>::quiet_NaN());
+  step_rec_.kind = RecordKind::step;
+  hb_rec_.kind = RecordKind::heartbeat;
+  ev_rec_.kind = RecordKind::event;
+}
+
+// Every fault at every hook, once for the untargeted ranks (a fault acts alike on every rank it
+// targets) and once per targeted rank. No fault reads what another set, so the hooks can run first.
+void Walk::actions(int64_t s) {
+  auto fill = [&](StepActions& a, int rank) {
+    a = StepActions{};
+    a.step = s;
+    a.rank = rank;
+    a.world_size = world_;
+    for (Hook h : kHooks) apply_all(faults_, h, a);
+  };
+  int rep = 0;
+  while (rep < world_ && cls_[rep] >= 0) ++rep;
+  fill(generic_, rep < world_ ? rep : 0);
+  for (size_t i = 0; i < targeted_ranks_.size(); ++i) fill(targeted_[i], targeted_ranks_[i]);
+}
+
+SimResult Walk::run() {
+  for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name));
+  for (int64_t s = 1; s <= sc_.steps; ++s) {
+    actions(s);
+    int hung = -1;
+    for (int r = 0; r < world_ && hung < 0; ++r)
+      if (act(r).block_s >= sc_.collective_timeout_s) hung = r;
+    if (hung >= 0) {
+      hang(s, hung);
+      sink_.end(t_);
+      res_.t_end = t_;
+      return res_;
+    }
+    step(s);
+    if (sc_.eval_every > 0 && s % sc_.eval_every == 0) {
+      for (int r = 0; r < world_; ++r) event(r, "eval_start", s, t_);
+      pause("eval", kEvalS, s);
+      Record e;
+      e.kind = RecordKind::eval;
+      e.step = s;
+      e.t = t_;
+      e.eval_loss = loss_at(tr_.progress) * 1.03;
+      for (int r = 0; r < world_; ++r) {
+        e.rank = r;
+        sink_.write(e);
+        ++res_.records;
+        event(r, "eval_end", s, t_);
+      }
+    }
+    if (sc_.checkpoint_every > 0 && s % sc_.checkpoint_every == 0) {
+      pause("checkpoint", kCheckpointS, s);
+      saved_ = tr_;
+      saved_step_ = s;
+      for (int r = 0; r < world_; ++r) event(r, "checkpoint_save", s, t_, fmt::format("checkpoints/step-{:08d}", s));
+    }
+    if (!resumed_ && sc_.restart_at == s) {  // every rank stops; new processes resume from the checkpoint
+      for (int r = 0; r < world_; ++r) event(r, "stop_for_restart", s, t_);
+      resumed_ = true;
+      t_ += kRestartGapS;
+      for (int r = 0; r < world_; ++r) next_hb_[r] = t_ + hb_s_ * unif(key(seed_, 8, s, r));
+      if (saved_step_ < 0) {
+        for (int r = 0; r < world_; ++r) event(r, "error", s, t_, "resume asked but no complete checkpoint");
+        res_.failed = true;
+        res_.error = "resume asked but no complete checkpoint";
+        break;
+      }
+      tr_ = saved_;
+      ResumeActions ra;
+      for (const auto& f : faults_) f->resume(ra, saved_step_);
+      if (!ra.restore_sampler) tr_.sampler_index = 0;  // SamplerState{}: epoch 0, position 0
+      if (ra.finish_scheduler) {
+        plan_.schedule.spec.min_lr = 0;
+        tr_.sched_step = plan_.schedule.spec.total;
+      }
+      for (int r = 0; r < world_; ++r) {
+        event(r, "resume", saved_step_, t_, fmt::format("from checkpoint step {}", saved_step_));
+        event(r, "checkpoint_load", saved_step_, t_, fmt::format("checkpoints/step-{:08d}", saved_step_));
+      }
+      s = saved_step_;
+    }
+  }
+  if (!res_.failed)
+    for (int r = 0; r < world_; ++r) event(r, "run_end", res_.last_step, t_, "param_mismatches 0");
+  res_.t_end = t_;
+  sink_.end(t_);
+  return res_;
+}
+
+void Walk::step(int64_t s) {
+  const StepActions& g = generic_;
+  // ---- data: the sampler's next global batch, or the batch a fault asks for
+  const int64_t index = g.batch_index >= 0 ? g.batch_index : tr_.sampler_index++;
+  // ---- compute: per-rank forward + backward time; who contributes zeros; who emits inf
+  int zeroed = 0, replayed = 0;
+  bool inject_inf = false;
+  double max_scale = std::numeric_limits<double>::infinity();
+  cmax_ = 0;
+  for (int r = 0; r < world_; ++r) {
+    const StepActions& a = act(r);
+    double c = compute_ms_ * (1 + 0.02 * gauss(key(seed_, 1, s, r))) * (1 + a.slowdown);
+    if (a.skip_backward) c *= 0.35;  // forward only
+    if (a.block_s > 0) c += a.block_s * 1000;  // shorter than the collective timeout: a late arrival
+    compute_[r] = c;
+    cmax_ = std::max(cmax_, c);
+    if (a.zero_grads || a.skip_backward) ++zeroed;
+    inject_inf = inject_inf || a.inject_inf;
+    max_scale = std::min(max_scale, a.max_loss_scale);
+    replay_[r] = (a.batch_index >= 0 ? a.batch_index : index) <= tr_.max_index;
+    replayed += replay_[r];
+  }
+  tr_.max_index = std::max(tr_.max_index, index);
+  const double contrib = static_cast<double>(world_ - zeroed) / world_;
+  // ---- forward loss (before the update) and all-reduce
+  const double L = loss_at(tr_.progress), shared = 0.005 * gauss(key(seed_, 2, s, -1));
+  double loss_sum = 0;
+  for (int r = 0; r < world_; ++r) {
+    loss_[r] = L * (1 + shared + 0.03 * gauss(key(seed_, 3, s, r))) * (replay_[r] ? 0.97 : 1.0);  // memorised
+    loss_sum += loss_[r];
+  }
+  const double loss_avg = loss_sum / world_;
+  // ---- optimizer: unscale, overflow check, clip, update (GradScaler order)
+  const double gn = grad_norm_at(tr_.progress) * (1 + 0.05 * gauss(key(seed_, 4, s, -1)));
+  const double scale_used = tr_.scaler.scale;
+  const double zero_frac = tr_.scaler.enabled ? underflow_fraction(scale_used, gn) : 0.0;
+  const bool overflow = inject_inf || (tr_.scaler.enabled && scale_used * gn * kMaxElemOverNorm > kFp16Max);
+  const double grad_norm = overflow ? std::numeric_limits<double>::infinity() : gn * contrib * (1 - zero_frac);
+  const bool skipped = tr_.scaler.update(overflow, max_scale);
+  const double lr = plan_.schedule.lr(tr_.sched_step);
+  double update_norm = 0;
+  if (!skipped) {
+    ++tr_.opt_step;
+    const double fresh = 1.0 - static_cast<double>(replayed) / world_;
+    tr_.progress += (plan_.schedule.peak > 0 ? lr / plan_.schedule.peak : 0) * contrib * (1 - zero_frac) * fresh;
+    update_norm = lr * std::sqrt(nparams_) * 0.2 * (1 - zero_frac);
+  }
+  if (!g.scheduler_frozen) ++tr_.sched_step;
+  tr_.samples_seen += sampler_.per_rank;
+  const double param_norm = 0.02 * std::sqrt(nparams_) * (1 + 0.5 * (1 - std::exp(-tr_.progress / 5000)));
+  // ---- timing: the all-reduce starts when the slowest rank arrives
+  step_t0_ = t_;
+  const double step_ms = kDataMs + cmax_ + comm_ms_ + kOptimizerMs;
+  const double t_end = t_ + step_ms / 1000;
+  // ---- logging: heartbeats inside the step, then the step record, rank by rank
+  Record& rec = step_rec_;
+  rec.opt_step = tr_.opt_step;
+  rec.lr = lr;
+  rec.grad_norm = grad_norm;
+  rec.grad_zero_frac = zero_frac;
+  rec.param_norm = param_norm;
+  rec.update_norm = update_norm;
+  rec.loss_scale = scale_used;
+  rec.overflow = overflow;
+  rec.skipped = skipped;
+  rec.epoch = sampler_.epoch(index);
+  rec.samples_seen = tr_.samples_seen;
+  rec.step_ms = step_ms;
+  for (int r = 0; r < world_; ++r) {
+    const StepActions& a = act(r);
+    beats_until(r, t_end, s);
+    if (!a.freeze_logging) {
+      tr_.log_step[r] = s;
+      tr_.log_loss[r] = loss_[r];
+    }
+    const bool zero = a.zero_grads || a.skip_backward;
+    sampler_.ids(a.batch_index >= 0 ? a.batch_index : index, r, ids_.data());
+    rec.rank = r;
+    rec.t = t_end + 1e-4 * unif(key(seed_, 5, s, r));  // ranks write a fraction of a ms apart
+    rec.step = tr_.log_step[r];
+    rec.loss = tr_.log_loss[r];
+    rec.loss_avg = a.freeze_logging ? tr_.log_loss[r] : loss_avg;
+    rec.local_grad_norm = zero ? 0.0
+                          : a.inject_inf ? std::numeric_limits<double>::infinity()
+                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(key(seed_, 6, s, r)));
+    rec.batch_hash = batch_hash(ids_.data(), ids_.size());
+    rec.comm_ms = cmax_ - compute_[r] + comm_ms_;
+    sink_.write(rec);
+    ++res_.records;
+    ++res_.step_records;
+    onset(s, r, rec.t);
+  }
+  t_ = t_end + 1e-4;
+  res_.last_step = s;
+}
+
+// A rank blocks past the collective timeout: the others wait in the all-reduce with heartbeats going
+// on until it times out (an `error` event each); the hung rank is killed a little later.
+void Walk::hang(int64_t s, int hung) {
+  step_t0_ = t_;
+  cmax_ = 0;
+  for (int r = 0; r < world_; ++r) {
+    compute_[r] = compute_ms_ * (1 + 0.02 * gauss(key(seed_, 1, s, r)));
+    cmax_ = std::max(cmax_, compute_[r]);
+  }
+  const double arrive_max = t_ + (kDataMs + cmax_) / 1000, t_kill = arrive_max + sc_.collective_timeout_s + kTimeoutGraceS;
+  compute_[hung] = cmax_ = std::numeric_limits<double>::infinity();  // never arrives; the others wait
+  std::vector<char> failed(world_, 0);
+  for (double tau = t_ + hb_s_; tau < t_kill + hb_s_; tau += hb_s_) {  // time slices: ranks interleave
+    for (int r = 0; r < world_; ++r) {
+      if (failed[r]) continue;
+      const double t_err = r == hung ? t_kill : t_ + (kDataMs + compute_[r]) / 1000 + sc_.collective_timeout_s;
+      beats_until(r, std::min(tau, t_err), s);
+      if (t_err <= tau) {
+        failed[r] = 1;
+        if (r != hung)
+          event(r, "error", s - 1, t_err,
+                fmt::format("Timed out waiting {:.0f}ms for recv operation to complete (gloo allreduce, step {})",
+                            sc_.collective_timeout_s * 1000, s));
+      }
+    }
+  }
+  onset(s, hung, t_);
+  t_ = t_kill;
+  res_.failed = true;
+  res_.error = fmt::format("rank {} hung before the all-reduce of step {}; the others timed out", hung, s);
+}
+
+void Walk::pause(const char* phase, double seconds, int64_t s) {
+  const double until = t_ + seconds;
+  for (int r = 0; r < world_; ++r)
+    while (next_hb_[r] < until) {
+      heartbeat(r, next_hb_[r], s, phase);
+      next_hb_[r] += hb_s_;
+    }
+  t_ = until;
+}
+
+void Walk::beats_until(int r, double until, int64_t s) {
+  while (next_hb_[r] < until) {
+    heartbeat(r, next_hb_[r], s, phase_at(r, next_hb_[r]));
+    next_hb_[r] += hb_s_;
+  }
+}
+
+void Walk::heartbeat(int r, double t, int64_t s, const char* phase) {
+  hb_rec_.rank = r;
+  hb_rec_.t = t;
+  hb_rec_.step = s;
+  hb_rec_.phase = phase;
+  sink_.write(hb_rec_);
+  ++res_.records;
+  ++res_.heartbeats;
+}
+
+void Walk::event(int r, const char* name, int64_t s, double t, const std::string& detail) {
+  ev_rec_.rank = r;
+  ev_rec_.t = t;
+  ev_rec_.step = s;
+  ev_rec_.name = name;
+  ev_rec_.detail = detail;
+  sink_.write(ev_rec_);
+  ++res_.records;
+}
+
+void Walk::onset(int64_t s, int r, double t) {
+  for (size_t i = 0; i < truths_.size(); ++i)
+    if (truths_[i].onset_step == s && (truths_[i].rank < 0 ? r == 0 : truths_[i].rank == r) &&
+        !std::isfinite(res_.onset_t[i]))
+      res_.onset_t[i] = t;
+}
+
+// trainer.cpp's watchdog phases: data, compute (forward + backward, or a block before the
+// all-reduce), collective (waiting for the slowest rank, then the transfer), optimizer.
+const char* Walk::phase_at(int r, double t) const {
+  const double d = (t - step_t0_) * 1000;
+  if (d < kDataMs) return "data";
+  if (d < kDataMs + compute_[r]) return "compute";
+  if (d < kDataMs + cmax_ + comm_ms_) return "collective";
+  return "optimizer";
+}
+
+}  // namespace flatline::simdetail

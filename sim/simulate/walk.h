@@ -1,0 +1,66 @@
+// Walk: the fleet simulator's state while it walks a scenario (simulator.h). Per-rank state is a few
+// vectors of length world_size (O(ranks) memory); one Record of each kind is reused for every write.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "faults/fault.h"
+#include "sim/loss_scaler.h"
+#include "sim/simulate/model.h"
+#include "sim/simulate/simulator.h"
+
+namespace flatline::simdetail {
+
+class Walk {
+ public:
+  Walk(const Scenario& s, const SimOptions& o, RecordSink& sink);
+  SimResult run();
+
+ private:
+  struct Train {  // what a checkpoint restores (model progress, optimizer, scheduler, sampler, scaler)
+    double progress = 0;
+    int64_t opt_step = 0, sched_step = 0, sampler_index = 0, samples_seen = 0, max_index = -1;
+    LossScaler scaler;
+    std::vector<int64_t> log_step;
+    std::vector<double> log_loss;
+  };
+
+  void actions(int64_t step);            // fills act_ for every rank class
+  const StepActions& act(int r) const { return cls_[r] < 0 ? generic_ : targeted_[cls_[r]]; }
+  void step(int64_t s);                  // one optimizer step on every rank
+  void hang(int64_t s, int hung_rank);   // a block past the collective timeout: the run ends
+  void pause(const char* phase, double seconds, int64_t s);  // eval / checkpoint: heartbeats only
+  void event(int r, const char* name, int64_t s, double t, const std::string& detail = "");
+  void beats_until(int r, double until, int64_t s);  // heartbeats of rank r inside the current step
+  const char* phase_at(int r, double t) const;       // the watchdog's phase of rank r at t
+  void heartbeat(int r, double t, int64_t s, const char* phase);
+  void onset(int64_t s, int r, double t);
+
+  const Scenario& sc_;
+  RecordSink& sink_;
+  std::vector<std::unique_ptr<Fault>> faults_;
+  TrainPlan plan_;
+  FleetSampler sampler_;
+  int world_;
+  uint64_t seed_;
+  double compute_ms_, comm_ms_, hb_s_, nparams_;
+  Train tr_, saved_;
+  int64_t saved_step_ = -1;
+  bool resumed_ = false;
+  double t_ = 0;
+  // per rank
+  std::vector<int> cls_;                 // index into targeted_, -1: generic
+  std::vector<int> targeted_ranks_;
+  StepActions generic_;
+  std::vector<StepActions> targeted_;
+  std::vector<double> next_hb_, compute_, loss_;
+  std::vector<char> replay_;             // the rank trains on a batch already trained on
+  std::vector<int64_t> ids_;
+  // the step being emitted (for the heartbeat phase)
+  double step_t0_ = 0, cmax_ = 0;
+  Record step_rec_, hb_rec_, ev_rec_;
+  SimResult res_;
+  std::vector<FaultTruth> truths_;
+};
+
+}  // namespace flatline::simdetail
