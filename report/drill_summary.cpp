@@ -1,0 +1,88 @@
+// The end of a drill (report/drill.h): the summary (truth, detector evidence, missed signals, score)
+// and the prompt loop that drives a Drill from a stream.
+#include <fmt/format.h>
+
+#include <istream>
+#include <ostream>
+#include <string>
+
+#include "report/drill.h"
+
+namespace flatline {
+namespace {
+
+std::string who(const std::string& cause, int rank) {
+  return rank >= 0 && cause == "zero_grad_rank" ? fmt::format("{} on rank {}", cause, rank) : cause;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "none" : s;
+}
+
+std::string line(const char* what, int pts, int of, const std::string& note) {
+  return fmt::format("  {:<22} {:>3}/{:<3} {}\n", what, pts, of, note);
+}
+
+}  // namespace
+
+std::string Drill::summary() const {
+  const DrillScore& s = score_;
+  std::string out = "\n=== drill summary ===\n";
+  out += fmt::format("your answer: {}\n", s.answered ? who(s.answer_cause, s.answer_rank) : "(none)");
+  out += fmt::format("the truth:   {}", who(s.truth_cause, s.truth_rank));
+  if (run_.manifest && !run_.manifest->faults.empty()) {
+    const ManifestFault& f = run_.manifest->faults.front();
+    out += fmt::format(" (mode {}; active from step {}, fully in place at step {})", f.mode, f.active_from,
+                       f.onset_step);
+  }
+  out += fmt::format("\nthe run:     {} ({})\n", run_.name, run_.dir);
+  const Diagnosis& d = run_.diagnosis;
+  if (d.findings.empty()) {
+    out += "the detectors: healthy, no cause found\n";
+  } else {
+    out += fmt::format("the detectors: {} detected at step {} (onset estimated at step {})\n",
+                       who(d.cause, d.rank), d.detected_step, d.onset_step);
+    for (const auto& f : d.findings)
+      for (const auto& e : f.evidence) out += fmt::format("  - [{}] {}\n", evidence_signal(f.cause), e);
+  }
+  out += "checklist:\n";
+  for (size_t i = 0; i < d.checklist.size(); ++i)
+    out += fmt::format("  {}. {:<20} {:<10} {}\n", i + 1, d.checklist[i].cause,
+                       d.checklist[i].state == CheckState::fail ? "FAIL" : to_string(d.checklist[i].state),
+                       d.checklist[i].detail);
+  out += fmt::format("signals you read: {} ({})\n", join(s.read), s.read.size());
+  out += fmt::format("evidence you missed: {}\n", s.missed.empty() ? "none" : join(s.missed));
+  if (!s.answered) return out + "score: 0/100 (no answer given)\n";
+  out += "score:\n";
+  out += line("cause", s.cause_pts, 50,
+              s.cause_right ? (s.rank_right ? "right" : "right cause, wrong rank") : "wrong");
+  out += line("liveness checked first", s.alive_pts, 15,
+              s.alive_first ? "yes" : "no: read `alive` before any model signal");
+  out += line("lr read", s.lr_pts, 10, s.read_lr ? "yes" : "no");
+  out += line("grad norm read", s.grad_pts, 10, s.read_grad ? "yes" : "no");
+  out += line("signals used", s.signals_pts, 10, fmt::format("{} signal(s); up to 4 is full marks", s.read.size()));
+  out += line("time", s.time_pts, 5, fmt::format("{:.0f} s", s.seconds));
+  out += fmt::format("  {:<22} {:>3}/100\n", "total", s.total);
+  return out;
+}
+
+int run_drill(Drill& d, std::istream& in, std::ostream& out, bool echo) {
+  out << d.intro() << std::flush;
+  std::string cmd;
+  while (!d.done()) {
+    out << "\ndrill> " << std::flush;
+    if (!std::getline(in, cmd)) {
+      out << "\n(end of input)\n";
+      d.finish();
+      break;
+    }
+    if (echo) out << cmd << "\n";
+    out << d.handle(cmd) << std::flush;
+  }
+  out << d.summary() << std::flush;
+  return d.score().answered && d.score().cause_right && d.score().rank_right ? 0 : 1;
+}
+
+}  // namespace flatline

@@ -1,0 +1,81 @@
+// Loading recorded runs for the drill and the report: telemetry files, manifest, fresh diagnosis.
+#include "report/run_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+
+#include "telemetry/jsonl.h"
+
+namespace flatline {
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<std::string> jsonl_files(const std::string& dir) {
+  std::error_code ec;
+  const std::string tdir = fs::is_directory(dir + "/telemetry", ec) ? dir + "/telemetry" : dir;
+  std::vector<std::string> files;
+  if (!fs::is_directory(tdir, ec)) return files;
+  for (const auto& e : fs::directory_iterator(tdir, ec))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path().string());
+  // rank-2 before rank-10: shorter names first, then by name
+  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  return files;
+}
+
+}  // namespace
+
+bool is_run_dir(const std::string& dir) { return !jsonl_files(dir).empty(); }
+
+std::vector<std::string> find_run_dirs(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir + ": not a directory");
+  if (is_run_dir(dir)) return {dir};
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && is_run_dir(e.path().string())) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw std::runtime_error(dir + ": no run directories (with telemetry/rank-<r>.jsonl) found");
+  return out;
+}
+
+Diagnosis diagnose_ranks(const std::vector<std::vector<Record>>& ranks) {
+  DetectorConfig cfg;
+  cfg.world_size = static_cast<int>(ranks.size());
+  Triage tri(cfg);
+  double last_t = 0;
+  for (const auto& rank : ranks)
+    for (const auto& r : rank) {
+      tri.observe(r);
+      if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
+    }
+  tri.finish(last_t);
+  return tri.diagnosis();
+}
+
+RunData load_run(const std::string& dir) {
+  RunData d;
+  d.dir = dir;
+  d.name = fs::path(dir).lexically_normal().filename().string();
+  if (d.name.empty()) d.name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  const auto files = jsonl_files(dir);
+  if (files.empty()) throw std::runtime_error(dir + ": no telemetry (*.jsonl) found");
+  for (const auto& f : files) d.ranks.push_back(read_jsonl(f, &d.warnings));
+  const std::string mpath = dir + "/manifest.json";
+  std::error_code ec;
+  if (fs::exists(mpath, ec)) {
+    try {
+      d.manifest = read_manifest(mpath);
+      if (!d.manifest->scenario.empty()) d.name = d.manifest->scenario;
+    } catch (const std::exception& e) {
+      d.warnings.push_back(e.what());
+    }
+  }
+  d.diagnosis = diagnose_ranks(d.ranks);
+  return d;
+}
+
+}  // namespace flatline
