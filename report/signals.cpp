@@ -76,6 +76,15 @@ std::vector<Series> local_grad_norms(const RunData& run) {
 
 std::vector<Series> step_vs_time(const RunData& run) {
   std::vector<Series> out;
+  Series hb;  // the watchdogs go on beating while a rank hangs: their step shows where it stopped
+  hb.name = "heartbeats";
+  for (const auto& rank : run.ranks)
+    for (const auto& rec : rank)
+      if (rec.kind == RecordKind::heartbeat && std::isfinite(rec.t)) {
+        hb.x.push_back(rec.t);
+        hb.y.push_back(static_cast<double>(rec.step));
+      }
+  if (!hb.empty()) out.push_back(std::move(hb));
   for (size_t r = 0; r < run.ranks.size(); ++r) {
     Series s;
     s.name = fmt::format("rank {}", r);
@@ -86,15 +95,6 @@ std::vector<Series> step_vs_time(const RunData& run) {
       }
     if (!s.empty()) out.push_back(std::move(s));
   }
-  Series hb;  // the watchdogs go on beating while a rank hangs: their step shows where it stopped
-  hb.name = "heartbeats";
-  for (const auto& rank : run.ranks)
-    for (const auto& rec : rank)
-      if (rec.kind == RecordKind::heartbeat && std::isfinite(rec.t)) {
-        hb.x.push_back(rec.t);
-        hb.y.push_back(static_cast<double>(rec.step));
-      }
-  if (!hb.empty()) out.push_back(std::move(hb));
   return out;
 }
 

@@ -23,7 +23,8 @@ struct Series {
 Series step_series(const RunData& run, const std::string& field, int rank = -1);
 Series eval_loss(const RunData& run);                     // kind eval records, lowest rank
 std::vector<Series> local_grad_norms(const RunData& run);  // one per rank, named "rank r"
-// x = t (s), y = logged step: one series per rank, then one of every rank's heartbeats (their step).
+// x = t (s), y = logged step: every rank's heartbeats (the step they name), then one series per rank
+// (drawn over the heartbeats).
 std::vector<Series> step_vs_time(const RunData& run);
 // Logged-step progress per second over time (rank 0), in `bins` equal time bins up to the last record:
 // 0 where the run hung or the logged step stopped moving.

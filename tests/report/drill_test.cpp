@@ -34,6 +34,10 @@ class DrillTest : public ::testing::Test {
     return d.score();
   }
   static std::string run(const std::string& name) { return *suite_ + "/" + name; }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*suite_);
+    std::filesystem::remove_all(std::filesystem::path(*hang_).parent_path());
+  }
   static std::string* suite_;
   static std::string* hang_;
 };
@@ -107,7 +111,7 @@ TEST_F(DrillTest, AHungRankShowsInTheLivenessView) {
   std::string t;
   DrillScore s = play(*hang_, "alive\nlr\ngrad\nanswer run_not_alive\n", 0, &t);
   EXPECT_EQ(s.total, 100);
-  EXPECT_NE(t.find("* rank 0   o rank 1   + heartbeats"), std::string::npos);
+  EXPECT_NE(t.find("* heartbeats   o rank 0   + rank 1"), std::string::npos);
   EXPECT_NE(t.find("\n1           149"), std::string::npos) << t;
   EXPECT_NE(t.find("rank 0: error at t="), std::string::npos);
   EXPECT_NE(t.find("  - [alive] "), std::string::npos);

@@ -27,6 +27,7 @@ class HtmlReport : public ::testing::Test {
     const std::string dir = write_fixture_suite(scratch_dir("report"));
     runs_ = new std::vector<RunData>;
     for (const auto& d : find_run_dirs(dir)) runs_->push_back(load_run(d));
+    std::filesystem::remove_all(dir);  // everything is in memory now
   }
   static std::vector<RunData>* runs_;
 };
