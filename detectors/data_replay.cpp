@@ -15,10 +15,9 @@
 //   reshuffles, so its batches hash differently. (An unshuffled loader that starts a new epoch
 //   does repeat its data, and this detector says so.)
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
-#include <deque>
-#include <map>
-#include <unordered_map>
+#include <vector>
 
+#include "detectors/hash_history.h"
 #include "detectors/rank_gate.h"
 #include "detectors/registry.h"
 #include "detectors/util.h"
@@ -29,16 +28,22 @@ using namespace detail;
 
 constexpr size_t kWindow = 3;   // consecutive hashed records considered
 constexpr int kRepeats = 2;     // repeats within the window that fire
+// Batches remembered per rank: 4M over all ranks (about 80 MB), at least 1024 per rank: 4096 steps
+// of history at 1024 ranks, 65536 at 64. A replay of batches older than that is not recognised.
+constexpr size_t kHashBudget = size_t{1} << 22, kMinPerRank = 1024;
 
 class DataReplay : public Detector {
  public:
-  explicit DataReplay(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
+  explicit DataReplay(const DetectorConfig& c)
+      : gate_(c.world_size, /*exact_positions=*/true),
+        per_rank_(std::max(kMinPerRank, kHashBudget / static_cast<size_t>(c.world_size > 0 ? c.world_size : 64))) {}
   const char* cause() const override { return "data_replay"; }
 
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;
     any_steps_ = true;
     Rank& s = ranks_[r.rank];
+    if (!s.first_seen) s.first_seen.emplace(per_rank_);
     ++s.ordinal;
     if (r.batch_hash) on_hash(r, s);
     gate_.advance(r.rank, static_cast<double>(s.ordinal));
@@ -53,7 +58,7 @@ class DataReplay : public Detector {
     if (!hashed_) return {cause(), CheckState::cannot_run, "missing batch_hash: log a hash of each batch's sample ids"};
     int64_t batches = 0, repeats = 0;
     for (const auto& [rank, s] : ranks_) {
-      batches += static_cast<int64_t>(s.first_seen.size());
+      batches += s.distinct;
       repeats += s.repeats;
     }
     return {cause(), CheckState::pass,
@@ -67,19 +72,20 @@ class DataReplay : public Detector {
     uint64_t hash;
   };
   struct Rank {
-    int64_t ordinal = 0, repeats = 0;
-    std::unordered_map<uint64_t, int64_t> first_seen;  // hash -> step it was first seen at
-    std::deque<Seen> last;                             // the last kWindow hashed records
+    int64_t ordinal = 0, repeats = 0, distinct = 0;
+    std::optional<HashHistory> first_seen;  // hash -> step it was first seen at (the latest per_rank_)
+    std::vector<Seen> last;                 // the last kWindow hashed records
   };
 
   void on_hash(const Record& r, Rank& s) {
     hashed_ = true;
     const uint64_t h = *r.batch_hash;
-    auto [it, inserted] = s.first_seen.emplace(h, r.step);
-    const bool repeat = !inserted && it->second != r.step;  // same step again = a restart re-running it
+    const auto [seen_step, inserted] = s.first_seen->find_or_insert(h, r.step);
+    const bool repeat = !inserted && seen_step != r.step;  // same step again = a restart re-running it
     if (repeat) ++s.repeats;
-    s.last.push_back({repeat, r.step, it->second, h});
-    if (s.last.size() > kWindow) s.last.pop_front();
+    if (inserted) ++s.distinct;
+    if (s.last.size() == kWindow) s.last.erase(s.last.begin());
+    s.last.push_back({repeat, r.step, seen_step, h});
     if (!repeat) return;
     int n = 0;
     const Seen* first = nullptr;
@@ -97,14 +103,15 @@ class DataReplay : public Detector {
     f.detected_t = r.t;
     f.confidence = 0.9;
     f.evidence.push_back(fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",
-                                     r.step, it->second, hex(h), n, s.last.size() - first_i));
+                                     r.step, seen_step, hex(h), n, s.last.size() - first_i));
     f.evidence.push_back(fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r.rank, first->step,
                                      first->first_step));
     gate_.offer(r.rank, static_cast<double>(s.ordinal), std::move(f));
   }
 
-  std::map<int, Rank> ranks_;
+  PerRank<Rank> ranks_;
   RankGate gate_;
+  size_t per_rank_;
   bool any_steps_ = false, hashed_ = false;
 };
 

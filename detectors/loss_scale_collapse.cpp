@@ -169,7 +169,7 @@ class LossScaleCollapse : public Detector {
     gate_.offer(r.rank, static_cast<double>(s.ordinal), std::move(f));
   }
 
-  std::map<int, Rank> ranks_;
+  PerRank<Rank> ranks_;
   RankGate gate_;
   bool any_steps_ = false;
 };

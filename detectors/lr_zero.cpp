@@ -152,7 +152,7 @@ class LrZero : public Detector {
     gate_.offer(r.rank, static_cast<double>(s.ordinal), std::move(f));
   }
 
-  std::map<int, Rank> ranks_;
+  PerRank<Rank> ranks_;
   RankGate gate_;
   bool any_steps_ = false;
 };

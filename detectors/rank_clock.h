@@ -5,7 +5,9 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
-#include <deque>
+#include <cstdint>
+#include <utility>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -37,7 +39,11 @@ struct RankClock {
   int stale_n = 0;
   double stale_t0 = std::nan(""), prev_t = std::nan("");
   std::optional<int64_t> prev_opt, opt0;
-  std::deque<std::pair<double, std::string>> phases;  // (t, phase) of recent heartbeats
+  // (t, phase) of the last kPhaseHistory heartbeats, oldest at phase_head once full; phases are
+  // interned per rank (a handful of distinct names) so a heartbeat stores no string.
+  std::vector<std::pair<double, uint16_t>> phases;
+  size_t phase_head = 0;
+  std::vector<std::string> phase_names;
 
   double heartbeat_interval() const { return hb_iv.size() ? hb_iv.median() : kDefaultHeartbeat; }
   // The time the step deadline counts from: the last step or the end of the last pause.
@@ -88,13 +94,14 @@ struct RankClock {
   // A heartbeat with a finite t. Returns false while the rank is paused (phase checkpoint/eval,
   // inside a pause window), true when its step deadline applies.
   bool on_heartbeat(const Record& r) {
-    if (std::isfinite(last_hb_t) && r.t - last_hb_t > std::max(kDeadGap, kDeadBeats * heartbeat_interval()))
+    // gap > max(kDeadGap, kDeadBeats x interval), the median only when the gap exceeds kDeadGap
+    const double gap = r.t - last_hb_t;
+    if (std::isfinite(last_hb_t) && gap > kDeadGap && gap > kDeadBeats * heartbeat_interval())
       restart(r.t);  // the watchdog itself stopped: the process was gone, this is a new one
     else if (std::isfinite(last_hb_t) && r.t > last_hb_t)
       hb_iv.push(r.t - last_hb_t);
     last_hb_t = r.t;
-    phases.emplace_back(r.t, r.phase);
-    if (phases.size() > kPhaseHistory) phases.pop_front();
+    remember_phase(r.t, r.phase);
     if (pause_phase(r.phase)) {
       pause_t = r.t;
       return false;
@@ -122,11 +129,29 @@ struct RankClock {
     }
   }
 
-  // The phase of the latest heartbeat at or before t ("" when none).
+  void remember_phase(double t, const std::string& phase) {
+    uint16_t id = 0;
+    while (id < phase_names.size() && phase_names[id] != phase) ++id;
+    if (id == phase_names.size()) {
+      if (phase_names.size() == 0xffff) id = 0;  // absurdly many names: lump them (evidence only)
+      else phase_names.push_back(phase);
+    }
+    if (phases.size() < kPhaseHistory) {
+      phases.emplace_back(t, id);
+    } else {
+      phases[phase_head] = {t, id};
+      phase_head = (phase_head + 1) % kPhaseHistory;
+    }
+  }
+
+  // The phase of the latest heartbeat at or before t (nullopt when none).
   std::optional<std::string> phase_at(double t) const {
-    auto it = std::upper_bound(phases.begin(), phases.end(), t, [](double x, const auto& p) { return x < p.first; });
-    if (it == phases.begin()) return std::nullopt;
-    return std::prev(it)->second;
+    const size_t n = phases.size();
+    for (size_t k = 0; k < n; ++k) {  // newest first
+      const auto& p = phases[(phase_head + n - 1 - k) % n];
+      if (p.first <= t) return phase_names[p.second];
+    }
+    return std::nullopt;
   }
 };
 

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <optional>
+#include <vector>
 
 #include "detectors/detector.h"
 
@@ -27,17 +27,22 @@ class RankGate {
 
   void see(int rank) {
     if (rank < 0) return;
-    pos_.emplace(rank, -std::numeric_limits<double>::infinity());
+    const size_t i = static_cast<size_t>(rank);
+    if (i >= pos_.size()) {
+      pos_.resize(i + 1, -std::numeric_limits<double>::infinity());
+      seen_.resize(i + 1, 0);
+    }
+    seen_[i] = 1;
   }
   void advance(int rank, double pos) {
     if (rank < 0 || !std::isfinite(pos)) return;
     see(rank);
-    double& p = pos_[rank];
+    double& p = pos_[static_cast<size_t>(rank)];
     p = std::max(p, pos);
   }
   double position(int rank) const {
-    auto it = pos_.find(rank);
-    return it == pos_.end() ? -std::numeric_limits<double>::infinity() : it->second;
+    const size_t i = static_cast<size_t>(rank);
+    return rank < 0 || i >= pos_.size() ? -std::numeric_limits<double>::infinity() : pos_[i];
   }
   void offer(int rank, double pos, Finding f) {
     if (committed_) return;
@@ -46,6 +51,7 @@ class RankGate {
       cand_ = std::move(f);
       cand_pos_ = pos;
       cand_rank_ = rank;
+      scan_from_ = 0;
     }
   }
   bool has_candidate() const { return cand_.has_value() && !committed_; }
@@ -54,15 +60,22 @@ class RankGate {
   double candidate_position() const { return cand_pos_; }
 
   // Commits the candidate once every expected rank has passed it. Returns true on commit.
+  // Positions only grow, so ranks below scan_from_ have passed the current candidate for good.
   bool poll() {
     if (committed_ || !cand_) return false;
-    const int n = std::max(world_, pos_.empty() ? 0 : pos_.rbegin()->first + 1);
-    for (int r = 0; r < n; ++r) {
-      if (r == cand_rank_) continue;
-      if (world_ <= 0 && !pos_.count(r)) continue;  // inferred world: only ranks seen
-      const double p = position(r);
-      const bool passed = p > cand_pos_ || (p == cand_pos_ && (exact_ || r > cand_rank_));
-      if (!passed) return false;
+    const int n = std::max(world_, static_cast<int>(pos_.size()));
+    bool contiguous = true;  // every rank below r has passed (an unseen rank may still come)
+    for (int r = scan_from_; r < n; ++r) {
+      if (r != cand_rank_) {
+        if (world_ <= 0 && !(static_cast<size_t>(r) < seen_.size() && seen_[static_cast<size_t>(r)])) {
+          contiguous = false;  // inferred world: only ranks seen
+          continue;
+        }
+        const double p = position(r);
+        const bool passed = p > cand_pos_ || (p == cand_pos_ && (exact_ || r > cand_rank_));
+        if (!passed) return false;
+      }
+      if (contiguous) scan_from_ = r + 1;
     }
     committed_ = true;
     return true;
@@ -77,7 +90,7 @@ class RankGate {
   // Ranks that the pending candidate still waits for (for check() details).
   int waiting_for() const {
     int w = 0;
-    const int n = std::max(world_, pos_.empty() ? 0 : pos_.rbegin()->first + 1);
+    const int n = std::max(world_, static_cast<int>(pos_.size()));
     for (int r = 0; r < n; ++r)
       if (r != cand_rank_ && position(r) < cand_pos_) ++w;
     return w;
@@ -86,7 +99,9 @@ class RankGate {
  private:
   int world_;
   bool exact_;
-  std::map<int, double> pos_;
+  std::vector<double> pos_;  // by rank; -inf until the rank's first record
+  std::vector<char> seen_;
+  int scan_from_ = 0;
   std::optional<Finding> cand_;
   double cand_pos_ = 0;
   int cand_rank_ = -1;

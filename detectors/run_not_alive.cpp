@@ -143,8 +143,14 @@ class RunNotAlive : public Detector {
   // hang: a heartbeat later than the rank's step deadline.
   void check_deadline(const Record& r, RankClock& s) {
     if (s.stall_reported) return;
-    const double ref = s.reference(), med = s.step_iv.median();
+    const double ref = s.reference();
     const bool warm = s.step_iv.size() >= kMinIntervals && s.since_start >= 1;
+    // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier
+    // heartbeat cannot be late; the medians are computed only for heartbeats past it.
+    const double lower = warm ? kSlackSteps * s.step_iv.min() + (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat)
+                              : kFallbackBound;
+    if (!(r.t > ref + lower)) return;
+    const double med = s.step_iv.median();
     // Without a phase a pause cannot be told from a hang: only the start-up bound is safe.
     const double bound = std::max(warm ? kSlackSteps * med + s.heartbeat_interval() : kFallbackBound,
                                   training_phase(r.phase) ? 0.0 : kFallbackBound);
@@ -195,7 +201,7 @@ class RunNotAlive : public Detector {
     if (!groups.empty()) final_->evidence.front() += "; " + line;
   }
 
-  std::map<int, RankClock> ranks_;
+  PerRank<RankClock> ranks_;
   RankGate gate_;
   Kind kind_ = Kind::hang;
   std::optional<Finding> final_;

@@ -7,6 +7,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,20 +17,41 @@ namespace flatline::detail {
 inline bool finite(const std::optional<double>& v) { return v && std::isfinite(*v); }
 inline bool finite(double v) { return std::isfinite(v); }
 
-// Keeps the last `cap` samples; median() of what it holds (NaN when empty).
+// Keeps the last `cap` samples in a circular buffer; median() of what it holds (NaN when empty);
+// min() is a cheap lower bound of the median for fast paths (recomputed only when the minimum leaves).
 class Ring {
  public:
   explicit Ring(size_t cap) : cap_(cap) {}
   void push(double v) {
     if (!std::isfinite(v)) return;
-    v_.push_back(v);
-    if (v_.size() > cap_) v_.pop_front();
+    if (v_.size() < cap_) {
+      v_.push_back(v);
+    } else {
+      const double out = v_[head_];
+      v_[head_] = v;
+      head_ = (head_ + 1) % cap_;
+      if (out == min_) min_dirty_ = true;
+    }
+    if (!min_dirty_ && (v_.size() == 1 || v < min_)) min_ = v;
   }
   size_t size() const { return v_.size(); }
-  void clear() { v_.clear(); }
+  void clear() {
+    v_.clear();
+    head_ = 0;
+    min_dirty_ = false;
+  }
+  double min() const {
+    if (v_.empty()) return std::nan("");
+    if (min_dirty_) {
+      min_ = *std::min_element(v_.begin(), v_.end());
+      min_dirty_ = false;
+    }
+    return min_;
+  }
   double median() const {
     if (v_.empty()) return std::nan("");
-    std::vector<double> s(v_.begin(), v_.end());
+    scratch_.assign(v_.begin(), v_.end());
+    auto& s = scratch_;
     auto mid = s.begin() + static_cast<long>(s.size() / 2);
     std::nth_element(s.begin(), mid, s.end());
     double m = *mid;
@@ -38,8 +60,54 @@ class Ring {
   }
 
  private:
-  size_t cap_;
-  std::deque<double> v_;
+  size_t cap_, head_ = 0;
+  std::vector<double> v_;  // oldest at head_ once full
+  mutable std::vector<double> scratch_;
+  mutable double min_ = 0;
+  mutable bool min_dirty_ = false;
+};
+
+// Per-rank state indexed by rank: a vector (ranks are small dense integers), not a std::map; iterates
+// present ranks in rank order as (rank, state) pairs, like the map it replaces.
+template <class T>
+class PerRank {
+ public:
+  T& operator[](int r) {
+    const size_t i = static_cast<size_t>(r);
+    if (i >= v_.size()) {
+      v_.resize(i + 1);
+      has_.resize(i + 1, 0);
+    }
+    if (!has_[i]) has_[i] = 1, ++n_;
+    return v_[i];
+  }
+  bool empty() const { return n_ == 0; }
+  size_t size() const { return n_; }
+  class It {
+   public:
+    It(const PerRank* p, size_t i) : p_(p), i_(i) { skip(); }
+    std::pair<int, const T&> operator*() const { return {static_cast<int>(i_), p_->v_[i_]}; }
+    It& operator++() {
+      ++i_;
+      skip();
+      return *this;
+    }
+    bool operator!=(const It& o) const { return i_ != o.i_; }
+
+   private:
+    void skip() {
+      while (i_ < p_->v_.size() && !p_->has_[i_]) ++i_;
+    }
+    const PerRank* p_;
+    size_t i_;
+  };
+  It begin() const { return It(this, 0); }
+  It end() const { return It(this, v_.size()); }
+
+ private:
+  std::vector<T> v_;
+  std::vector<char> has_;
+  size_t n_ = 0;
 };
 
 inline double median(std::vector<double> v) {

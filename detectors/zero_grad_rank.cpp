@@ -43,7 +43,8 @@ class ZeroGradRank : public Detector {
     any_steps_ = true;
     world_ = std::max(world_, cfg_world_ > 0 ? cfg_world_ : r.rank + 1);
     if (finite(r.local_grad_norm)) local_seen_ = true;
-    const int64_t occ = occurrences_[r.rank][r.step]++;
+    if (static_cast<size_t>(r.rank) >= seen_.size()) seen_.resize(static_cast<size_t>(r.rank) + 1);
+    const int64_t occ = seen_[static_cast<size_t>(r.rank)].occurrence(r.step);
     Pending& p = pending_[{r.step, occ}];
     if (p.values.size() < static_cast<size_t>(world_)) {
       p.values.resize(world_, std::nan(""));
@@ -87,27 +88,46 @@ class ZeroGradRank : public Detector {
 
   void judge(int64_t step, const Pending& p) {
     ++judged_;
+    if (finding_) return;  // sticky: nothing a later step does is reported
     const int w = static_cast<int>(p.values.size());
     runs_.resize(w);
+    // Fast path (most steps at fleet scale): no rank is near zero and no zero run is open, so the
+    // per-rank judgement below would change nothing (a non-zero rank only resets a run).
+    sorted_.clear();
+    for (double v : p.values)
+      if (std::isfinite(v)) sorted_.push_back(v);
+    if (sorted_.empty()) return;
+    const double gmax = *std::max_element(sorted_.begin(), sorted_.end());
+    bool any = open_runs_ > 0;
+    for (double v : sorted_) any = any || v == 0 || v <= kZeroFrac * gmax;
+    if (!any) return;
+    // Each rank against the others: median and max of the others from one sorted copy (the same
+    // values median(others) would sort), O(W log W) per step instead of O(W^2 log W).
+    std::sort(sorted_.begin(), sorted_.end());
+    const size_t n = sorted_.size();
     int fired = -1;
     double med_fired = 0;
-    std::vector<double> others;
     for (int r = 0; r < w; ++r) {
       const double v = p.values[r];
       if (!std::isfinite(v)) continue;
-      others.clear();
-      for (int o = 0; o < w; ++o)
-        if (o != r && std::isfinite(p.values[o])) others.push_back(p.values[o]);
-      if (others.empty()) continue;
-      const double med = median(others), mx = *std::max_element(others.begin(), others.end());
+      if (n < 2) continue;  // no other rank reported a finite norm
+      const size_t i = static_cast<size_t>(std::lower_bound(sorted_.begin(), sorted_.end(), v) - sorted_.begin());
+      auto other = [&](size_t k) { return k < i ? sorted_[k] : sorted_[k + 1]; };
+      const size_t m = n - 1;
+      const double med = m % 2 ? other(m / 2) : (other(m / 2 - 1) + other(m / 2)) / 2;
+      const double mx = i == n - 1 ? sorted_[n - 2] : sorted_[n - 1];
       if (!(med > 0)) continue;  // every other rank is zero too: not this cause
       if (v == 0 || v <= kZeroFrac * mx) {
-        if (runs_[r].n++ == 0) runs_[r].first = step;
+        if (runs_[r].n++ == 0) {
+          runs_[r].first = step;
+          ++open_runs_;
+        }
         if (runs_[r].n >= kZeroSteps && fired < 0) {
           fired = r;
           med_fired = med;
         }
       } else {
+        if (runs_[r].n > 0) --open_runs_;
         runs_[r].n = 0;
       }
     }
@@ -128,7 +148,36 @@ class ZeroGradRank : public Detector {
   }
 
   int cfg_world_, world_ = 0;
-  std::map<int, std::map<int64_t, int64_t>> occurrences_;  // rank -> step -> times reported
+  // How many times a rank reported a step before, without a map of every step: the rank's records
+  // form runs of increasing steps (a restart or a repeated step starts a new run); a step was seen
+  // once in every earlier run that covers it. Runs of one repeated step are merged (stale logging).
+  struct Seen {
+    struct Run {
+      int64_t lo, hi, times;
+    };
+    std::vector<Run> closed;
+    bool open = false;
+    int64_t lo = 0, hi = 0;
+    int64_t occurrence(int64_t step) {
+      if (open && step > hi) {
+        hi = step;
+      } else {
+        if (open) {
+          if (!closed.empty() && lo == hi && closed.back().lo == lo && closed.back().hi == hi) ++closed.back().times;
+          else closed.push_back({lo, hi, 1});
+        }
+        open = true;
+        lo = hi = step;
+      }
+      int64_t n = 0;
+      for (const Run& c : closed)
+        if (c.lo <= step && step <= c.hi) n += c.times;
+      return n;
+    }
+  };
+  std::vector<Seen> seen_;                 // per rank
+  std::vector<double> sorted_;             // scratch for judge()
+  int64_t open_runs_ = 0;                  // ranks with a zero run in progress
   std::map<std::pair<int64_t, int64_t>, Pending> pending_;
   std::vector<Run> runs_;
   std::optional<Finding> finding_;
