@@ -24,7 +24,8 @@ std::string with_rank(const std::string& cause, int rank) {
   return rank >= 0 && cause == "zero_grad_rank" ? fmt::format("{} (rank {})", cause, rank) : cause;
 }
 
-std::string run_section(const RunData& run, const std::vector<std::string>& svgs, const std::string& id) {
+std::string run_section(const RunData& run, const std::vector<PlotSpec>& specs, const std::vector<std::string>& svgs,
+                        const std::string& id) {
   const Diagnosis& d = run.diagnosis;
   std::string s = fmt::format("<h2 id=\"{}\">{}</h2>\n<p>run directory: <code>{}</code></p>\n", id,
                               html_escape(run.name), html_escape(run.dir));
@@ -59,7 +60,6 @@ std::string run_section(const RunData& run, const std::vector<std::string>& svgs
   }
   s += "</table>\n<p>plateau: " + html_escape(d.plateau.detail.empty() ? "unknown" : d.plateau.detail) +
        "</p></div>\n<div class=\"plots\">\n";
-  const auto specs = report_plots(run);
   for (size_t i = 0; i < svgs.size(); ++i)
     s += svgs[i].empty() ? "<div class=\"plot\"><p>" + html_escape(specs[i].title) + ": not logged</p></div>\n"
                          : "<div class=\"plot\">" + svgs[i] + "</div>\n";
@@ -158,8 +158,10 @@ std::string html_report(const std::vector<RunData>& runs, const std::string& tit
                           html_escape(with_rank(runs[i].diagnosis.cause, runs[i].diagnosis.rank)));
     page += "</ul>\n";
   }
-  for (size_t i = 0; i < runs.size(); ++i)
-    page += run_section(runs[i], gnuplot_svgs(report_plots(runs[i])), fmt::format("run-{}", i));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto specs = report_plots(runs[i]);
+    page += run_section(runs[i], specs, gnuplot_svgs(specs), fmt::format("run-{}", i));
+  }
   return page + "</body></html>\n";
 }
 

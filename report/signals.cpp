@@ -209,13 +209,14 @@ std::string scale_table(const RunData& run) {
   if (sc.empty()) return "no loss_scale logged\n";
   const int rank = 0;
   int overflows = 0, skipped = 0, streak = 0, longest = 0;
-  int64_t longest_end = -1;
+  int64_t streak_from = -1, longest_from = -1, longest_to = -1;
   for (const auto& rec : run.ranks[rank]) {
     if (!is_step(rec)) continue;
     overflows += rec.overflow.value_or(false);
     if (rec.skipped.value_or(false)) {
       ++skipped;
-      if (++streak > longest) longest = streak, longest_end = rec.step;
+      if (streak++ == 0) streak_from = rec.step;
+      if (streak > longest) longest = streak, longest_from = streak_from, longest_to = rec.step;
     } else {
       streak = 0;
     }
@@ -225,7 +226,7 @@ std::string scale_table(const RunData& run) {
   std::string out = fmt::format("loss scale: first {}, min {}, max {}, last {}\n", num(sc.y.front()), num(*lo),
                                 num(*hi), num(sc.y.back()));
   out += fmt::format("overflow steps: {}, skipped steps: {}", overflows, skipped);
-  if (longest > 0) out += fmt::format(", longest skip streak {} (steps {}..{})", longest, longest_end - longest + 1, longest_end);
+  if (longest > 0) out += fmt::format(", longest skip streak {} (steps {}..{})", longest, longest_from, longest_to);
   out += "\n";
   if (!zf.empty()) out += fmt::format("fraction of zero gradient elements at the last step: {}\n", num(zf.y.back()));
   return out;
