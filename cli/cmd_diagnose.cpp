@@ -1,25 +1,51 @@
-// `flatline diagnose RUN_DIR`: runs the detectors over recorded flatline telemetry (a run directory or
-// a directory of rank-*.jsonl files) and prints the diagnosis. Malformed lines are reported as
-// warnings with file:line and skipped; what is valid is still diagnosed.
+// `flatline diagnose PATH [--format auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard]`:
+// reads recorded telemetry or a real training log (readers/reader.h: a flatline run directory or
+// JSONL, trainer_state.json, a Megatron or DeepSpeed log, Lightning metrics.csv, a W&B history CSV,
+// TensorBoard event files), runs the detectors and prints the diagnosis with its checklist: what
+// fired, what passed, and what could not run and what to log to make it possible.
+// Warnings (file:line or file: byte N) go to stderr; what is valid is still diagnosed.
+// Exit status: 0 diagnosed (whatever the cause), 2 nothing readable.
 #include <iostream>
 
 #include "cli/command.h"
-#include "cli/launch.h"
+#include "readers/replay.h"
 
 namespace flatline::cli {
 namespace {
 
-FLATLINE_COMMAND("diagnose", "diagnose recorded flatline telemetry (a run directory)", [](CLI::App& sub) {
-  auto dir = std::make_shared<std::string>();
-  sub.add_option("run_dir", *dir, "run directory or directory of rank-*.jsonl")->required();
-  return [dir] {
-    std::vector<std::string> warnings;
-    Diagnosis d = diagnose_run_dir(*dir, 0, &warnings);
-    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
-    std::cout << to_text(d);
+struct Args {
+  std::string path, format = "auto";
+  bool json = false;
+};
+
+int diagnose(const Args& a) {
+  try {
+    LogData log = read_log(a.path, parse_log_format(a.format));
+    for (const auto& w : log.warnings) std::cerr << "warning: " << w << "\n";
+    Diagnosis d = replay(log);
+    if (a.json) {
+      std::cout << to_json(d) << "\n";
+    } else {
+      std::cout << "read " << log.records.size() << " records (" << to_string(log.format) << ") from "
+                << log.files.size() << " file(s)\n";
+      std::cout << to_text(d);
+    }
     return 0;
-  };
-});
+  } catch (const std::exception& e) {  // ReadError, or a bad --format
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+FLATLINE_COMMAND("diagnose", "diagnose recorded telemetry or a training log (run dir, JSONL, HF, Megatron, ...)",
+                 [](CLI::App& sub) {
+                   auto a = std::make_shared<Args>();
+                   sub.add_option("path", a->path, "run directory, log file or log directory")->required();
+                   sub.add_option("--format", a->format,
+                                  "auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard (default auto)");
+                   sub.add_flag("--json", a->json, "print the diagnosis as one JSON object");
+                   return [a] { return diagnose(*a); };
+                 });
 
 }  // namespace
 }  // namespace flatline::cli

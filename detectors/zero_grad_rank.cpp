@@ -67,9 +67,11 @@ class ZeroGradRank : public Detector {
   CheckResult check() const override {
     if (finding_) return {cause(), CheckState::fail, finding_->evidence.empty() ? "" : finding_->evidence.front()};
     if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
-    if (world_ == 1) return {cause(), CheckState::pass, "single rank: not applicable"};
+    // Without local_grad_norm, a log that names only rank 0 (most foreign logs) may still come from
+    // many ranks: say what is missing rather than "single rank".
     if (!local_seen_)
       return {cause(), CheckState::cannot_run, "missing local_grad_norm: log each rank's grad norm before the all-reduce"};
+    if (world_ == 1) return {cause(), CheckState::pass, "single rank: not applicable"};
     return {cause(), CheckState::pass,
             fmt::format("{} steps compared across {} ranks, no rank with zero gradients", judged_, world_)};
   }

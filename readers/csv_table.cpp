@@ -1,0 +1,205 @@
+// CSV tables with libcsv, and columns -> Records (readers/csv_table.h).
+#include "readers/csv_table.h"
+
+#include <csv.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "readers/metric_names.h"
+#include "readers/text_util.h"
+
+namespace flatline::readers {
+namespace {
+
+struct Collect {
+  std::vector<std::string> fields;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<size_t> lines;
+  size_t line = 0;
+  bool at_fini = false;
+  bool junk = false;
+  size_t half_line = 0;
+};
+
+void on_field(void* s, size_t len, void* data) {
+  auto* c = static_cast<Collect*>(data);
+  std::string f(static_cast<const char*>(s), len);
+  for (unsigned char ch : f)
+    if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') c->junk = true;
+  c->fields.push_back(std::move(f));
+}
+void on_row(int, void* data) {
+  auto* c = static_cast<Collect*>(data);
+  if (c->at_fini) {
+    c->half_line = c->line;
+  } else if (c->junk) {
+    c->rows.emplace_back();  // an empty row marks junk
+    c->lines.push_back(c->line);
+  } else {
+    c->rows.push_back(std::move(c->fields));
+    c->lines.push_back(c->line);
+  }
+  c->fields.clear();
+  c->junk = false;
+}
+
+}  // namespace
+
+CsvTable read_csv(std::string_view data, const std::string& name, Warnings* w) {
+  csv_parser p;
+  if (csv_init(&p, CSV_STRICT) != 0) throw ReadError(name + ": cannot initialise the CSV parser");
+  Collect c;
+  size_t pos = 0;
+  bool stopped = false;
+  while (pos < data.size()) {
+    size_t nl = data.find('\n', pos);
+    size_t end = nl == std::string_view::npos ? data.size() : nl + 1;
+    ++c.line;
+    size_t got = csv_parse(&p, data.data() + pos, end - pos, on_field, on_row, &c);
+    if (got != end - pos) {
+      if (w)
+        w->push_back(fmt::format("{}: {} (byte {}); reading stops", at_line(name, c.line), csv_strerror(csv_error(&p)),
+                                 pos + got));
+      stopped = true;
+      break;
+    }
+    pos = end;
+  }
+  if (!stopped) {
+    c.at_fini = true;
+    csv_fini(&p, on_field, on_row, &c);
+    if (c.half_line && w)
+      w->push_back(at_line(name, c.half_line) + ": last row has no newline (half-written?), skipped");
+  }
+  csv_free(&p);
+  CsvTable t;
+  size_t i = 0;
+  for (; i < c.rows.size() && t.header.empty(); ++i) {
+    if (c.rows[i].empty()) {
+      if (w) w->push_back(at_line(name, c.lines[i]) + ": binary data, row skipped");
+      continue;
+    }
+    t.header = c.rows[i];
+  }
+  if (t.header.empty()) throw ReadError(name + ": no CSV header (empty file?)");
+  for (; i < c.rows.size(); ++i) {
+    if (c.rows[i].empty()) {
+      if (w) w->push_back(at_line(name, c.lines[i]) + ": binary data, row skipped");
+    } else if (c.rows[i].size() != t.header.size()) {
+      if (w)
+        w->push_back(fmt::format("{}: {} fields, the header has {}; row skipped", at_line(name, c.lines[i]),
+                                 c.rows[i].size(), t.header.size()));
+    } else {
+      t.rows.push_back({c.lines[i], std::move(c.rows[i])});
+    }
+  }
+  return t;
+}
+
+std::vector<Record> table_to_records(const CsvTable& t, const TableSpec& spec, const std::string& name, Warnings* w) {
+  const size_t n = t.header.size();
+  std::vector<Metric> metric(n, Metric::none);
+  std::vector<int> step_rank(n, -1);
+  int t_col = -1, te_col = -1;
+  for (size_t j = 0; j < n; ++j) {
+    const std::string h = spec.rename ? spec.rename(t.header[j]) : t.header[j];
+    if (h.empty()) continue;
+    for (size_t k = 0; k < spec.step_columns.size(); ++k)
+      if (h == spec.step_columns[k]) step_rank[j] = static_cast<int>(k);
+    if (h == spec.t_column) t_col = static_cast<int>(j);
+    if (h == spec.t_epoch_column) te_col = static_cast<int>(j);
+    if (step_rank[j] < 0) metric[j] = metric_for(h);
+    if (metric[j] == Metric::step) metric[j] = Metric::none;
+  }
+  std::vector<Record> out;
+  StepOrder order;
+  std::optional<double> t0;
+  int64_t last_step_index = -1;  // index in `out` of the last step record
+  for (const CsvRow& row : t.rows) {
+    const std::string where = at_line(name, row.line);
+    std::optional<int64_t> step;
+    int best = 1 << 30;
+    for (size_t j = 0; j < n; ++j)
+      if (step_rank[j] >= 0 && step_rank[j] < best && !trim(row.fields[j]).empty()) {
+        if (auto s = parse_integer(row.fields[j]); s && *s >= 0) {
+          step = s;
+          best = step_rank[j];
+        } else if (w) {
+          w->push_back(fmt::format("{}: column '{}': expected a step number, got '{}'", where, t.header[j], row.fields[j]));
+        }
+      }
+    if (!step) {
+      if (w) w->push_back(where + ": no step in this row, skipped");
+      continue;
+    }
+    Record r;
+    r.step = *step;
+    auto num = [&](size_t j) -> std::optional<double> {
+      if (trim(row.fields[j]).empty()) return std::nullopt;
+      auto v = parse_number(row.fields[j]);
+      if (!v && w) w->push_back(fmt::format("{}: column '{}': expected a number, got '{}'", where, t.header[j], row.fields[j]));
+      return v;
+    };
+    if (t_col >= 0) {
+      if (auto v = num(t_col)) r.t = *v;
+    } else if (te_col >= 0) {
+      if (auto v = num(te_col); v && std::isfinite(*v)) {
+        if (!t0) t0 = v;
+        r.t = *v - *t0;
+      }
+    }
+    std::optional<double> eval;
+    std::vector<Metric> set;
+    for (size_t j = 0; j < n; ++j) {
+      if (metric[j] == Metric::none) continue;
+      auto v = num(j);
+      if (!v) continue;
+      if (metric[j] == Metric::eval_loss) eval = eval ? eval : v;
+      else if (set_metric(r, metric[j], *v) && metric[j] != Metric::epoch) set.push_back(metric[j]);
+    }
+    if (!set.empty()) {
+      // Same step as the previous step record and only new fields: the same step logged in parts.
+      Record* prev = last_step_index >= 0 ? &out[static_cast<size_t>(last_step_index)] : nullptr;
+      bool merged = false;
+      if (prev && prev->step == r.step) {
+        bool clash = false;
+        for (Metric m : set) {
+          clash |= (m == Metric::loss && prev->loss) || (m == Metric::lr && prev->lr) ||
+                   (m == Metric::grad_norm && prev->grad_norm) || (m == Metric::loss_scale && prev->loss_scale) ||
+                   (m == Metric::param_norm && prev->param_norm) || (m == Metric::skipped && prev->skipped) ||
+                   (m == Metric::overflow && prev->overflow);
+        }
+        if (!clash) {
+          if (r.loss) prev->loss = r.loss;
+          if (r.lr) prev->lr = r.lr;
+          if (r.grad_norm) prev->grad_norm = r.grad_norm;
+          if (r.loss_scale) prev->loss_scale = r.loss_scale;
+          if (r.param_norm) prev->param_norm = r.param_norm;
+          if (r.skipped) prev->skipped = r.skipped;
+          if (r.overflow) prev->overflow = r.overflow;
+          if (!prev->epoch) prev->epoch = r.epoch;
+          if (!std::isfinite(prev->t)) prev->t = r.t;
+          merged = true;
+        }
+      }
+      if (!merged && order.accept(0, r.step, where, w)) {
+        last_step_index = static_cast<int64_t>(out.size());
+        out.push_back(r);
+      }
+    }
+    if (eval) {
+      Record e;
+      e.kind = RecordKind::eval;
+      e.step = r.step;
+      e.t = r.t;
+      e.epoch = r.epoch;
+      e.eval_loss = eval;
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+}  // namespace flatline::readers

@@ -1,0 +1,66 @@
+// Metric name table of readers/metric_names.h.
+#include "readers/metric_names.h"
+
+#include <cctype>
+#include <cmath>
+
+namespace flatline::readers {
+
+Metric metric_for(std::string_view name) {
+  std::string n;
+  n.reserve(name.size());
+  for (unsigned char c : name) n += (c == '-' || c == ' ') ? '_' : static_cast<char>(std::tolower(c));
+  for (const char* p : {"train/", "trainer/", "training/", "train_"})
+    if (n.rfind(p, 0) == 0 && n.size() > std::string(p).size()) {
+      n = n.substr(std::string(p).size());
+      break;
+    }
+  if (n == "loss" || n == "loss_step" || n == "lm_loss" || n == "training_loss") return Metric::loss;
+  if (n == "lr" || n == "learning_rate" || n == "optimizer/lr") return Metric::lr;
+  if (n.rfind("lr_", 0) == 0) {  // Lightning's LearningRateMonitor: lr-AdamW, lr-SGD/pg1 (first group only)
+    auto slash = n.find('/');
+    return slash == std::string::npos || n.substr(slash) == "/pg1" ? Metric::lr : Metric::none;
+  }
+  if (n == "grad_norm" || n == "gradient_norm" || n == "grad_2.0_norm_total") return Metric::grad_norm;
+  if (n == "loss_scale" || n == "scaler/scale" || n == "grad_scale") return Metric::loss_scale;
+  if (n == "param_norm" || n == "params_norm") return Metric::param_norm;
+  if (n == "epoch") return Metric::epoch;
+  if (n == "step" || n == "global_step") return Metric::step;
+  if (n == "eval_loss" || n == "eval/loss" || n == "val_loss" || n == "val/loss" || n == "validation_loss" ||
+      n == "validation/loss" || n == "valid/loss" || n == "lm_loss_validation")
+    return Metric::eval_loss;
+  if (n == "skipped" || n == "skipped_step" || n == "skipped_steps") return Metric::skipped;
+  if (n == "overflow" || n == "found_inf") return Metric::overflow;
+  return Metric::none;
+}
+
+namespace {
+void set_once(std::optional<double>& f, double v) {
+  if (!f) f = v;
+}
+}  // namespace
+
+bool set_metric(Record& r, Metric m, double v) {
+  switch (m) {
+    case Metric::loss: set_once(r.loss, v); return true;
+    case Metric::lr: set_once(r.lr, v); return true;
+    case Metric::grad_norm: set_once(r.grad_norm, v); return true;
+    case Metric::loss_scale: set_once(r.loss_scale, v); return true;
+    case Metric::param_norm: set_once(r.param_norm, v); return true;
+    case Metric::epoch:
+      if (!r.epoch && std::isfinite(v) && std::fabs(v) < 9e15) r.epoch = static_cast<int64_t>(std::floor(v));
+      return true;
+    case Metric::skipped:
+      if (!r.skipped && !std::isnan(v)) r.skipped = v != 0;
+      return true;
+    case Metric::overflow:
+      if (!r.overflow && !std::isnan(v)) r.overflow = v != 0;
+      return true;
+    case Metric::none:
+    case Metric::step:
+    case Metric::eval_loss: return false;
+  }
+  return false;
+}
+
+}  // namespace flatline::readers
