@@ -39,7 +39,7 @@ std::string script_for(const PlotSpec& p, const std::string& data, const std::st
                               p.width, p.height);
   s += "set output " + q(out) + "\n";
   s += "set title " + q(p.title) + "\nset xlabel " + q(p.x_label) + "\nset ylabel " + q(p.y_label) + "\n";
-  s += "set grid lc rgb '#dddddd'\nset key below horizontal\nset tics nomirror\nset border 3\n";
+  s += "set grid lc rgb '#dddddd'\nset key below horizontal\nset tics nomirror\nset border 3\nset format y '%g'\n";
   if (p.log_y) s += "set logscale y\n";
   double x0 = INFINITY, x1 = -INFINITY;
   for (const auto& se : p.series)
