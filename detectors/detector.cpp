@@ -35,6 +35,12 @@ const char* to_string(CheckState s) {
 
 void register_detector(const std::string& cause, DetectorFactory f) { registry()[cause] = std::move(f); }
 
+std::vector<std::string> registered_detectors() {
+  std::vector<std::string> out;
+  for (const auto& [k, _] : registry()) out.push_back(k);
+  return out;
+}
+
 // An unknown cause is a programming error (the checklist is fixed), not odd data: fail fast.
 std::unique_ptr<Detector> make_detector(const std::string& cause, const DetectorConfig& cfg) {
   auto it = registry().find(cause);

@@ -56,7 +56,7 @@ void Plateau::observe(const Record& r) {
   if (r.loss_avg && std::isfinite(*r.loss_avg)) v = {r.rank, *r.loss_avg};
   else if (r.loss && std::isfinite(*r.loss)) v = {kOwnLoss + r.rank, *r.loss};
   if (v.priority < 0) return;
-  auto [it, inserted] = series_.emplace(r.step, v);
+  auto [it, inserted] = series_.try_emplace(r.step, v);  // no node allocated for a step already there
   if (!inserted && v.priority <= it->second.priority) it->second = v;  // same source again: a restart's value
   while (series_.size() > kMaxSteps) series_.erase(series_.begin());
 }

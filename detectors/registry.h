@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "detectors/detector.h"
 
@@ -12,6 +13,8 @@ namespace flatline {
 
 using DetectorFactory = std::function<std::unique_ptr<Detector>(const DetectorConfig&)>;
 void register_detector(const std::string& cause, DetectorFactory f);
+// Every registered cause id, sorted (the checklist's five and any extra finding, e.g. straggler).
+std::vector<std::string> registered_detectors();
 
 }  // namespace flatline
 

@@ -2,17 +2,19 @@
 // is the first cause in checklist order that fired, with every finding listed.
 #include "detectors/triage.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "detectors/plateau.h"
+#include "detectors/registry.h"
 
 namespace flatline {
 
 struct Triage::Impl {
-  std::vector<std::unique_ptr<Detector>> detectors;  // checklist order
+  std::vector<std::unique_ptr<Detector>> detectors;  // checklist order, then the extra ones
   std::vector<bool> reported;                        // on_finding already called
   Plateau plateau;
   std::vector<std::function<void(const Finding&)>> callbacks;
@@ -30,7 +32,10 @@ struct Triage::Impl {
 };
 
 Triage::Triage(DetectorConfig cfg) : impl_(std::make_unique<Impl>()) {
-  for (const auto& cause : checklist_causes()) impl_->detectors.push_back(make_detector(cause, cfg));
+  const auto& list = checklist_causes();
+  for (const auto& cause : list) impl_->detectors.push_back(make_detector(cause, cfg));
+  for (const auto& cause : registered_detectors())
+    if (std::find(list.begin(), list.end(), cause) == list.end()) impl_->detectors.push_back(make_detector(cause, cfg));
   impl_->reported.assign(impl_->detectors.size(), false);
 }
 
@@ -53,15 +58,17 @@ void Triage::on_finding(std::function<void(const Finding&)> cb) { impl_->callbac
 
 Diagnosis Triage::diagnosis() const {
   Diagnosis d;
-  for (const auto& det : impl_->detectors) {
+  const size_t n_checklist = checklist_causes().size();
+  for (size_t i = 0; i < impl_->detectors.size(); ++i) {
+    const auto& det = impl_->detectors[i];
     auto f = det->finding();
     CheckResult c = det->check();
     if (f) {
       c.state = CheckState::fail;
       if (!f->evidence.empty()) c.detail = f->evidence.front();
-      d.findings.push_back(*f);
+      d.findings.push_back(*f);  // checklist findings first: the first one is the diagnosis
     }
-    d.checklist.push_back(std::move(c));
+    (i < n_checklist ? d.checklist : d.extra_checks).push_back(std::move(c));
   }
   if (!d.findings.empty()) {
     const Finding& p = d.findings.front();
@@ -111,6 +118,10 @@ std::string to_text(const Diagnosis& d) {
     const char* state = c.state == CheckState::fail ? "FAIL" : to_string(c.state);
     s += fmt::format("  {}. {:<20} {:<11} {}\n", i + 1, c.cause, state, c.detail);
   }
+  for (const CheckResult& c : d.extra_checks) {
+    const char* state = c.state == CheckState::fail ? "FAIL" : to_string(c.state);
+    s += fmt::format("  +  {:<20} {:<11} {}\n", c.cause, state, c.detail);
+  }
   s += "plateau: " + (d.plateau.detail.empty() ? std::string("unknown") : d.plateau.detail) + "\n";
   s += fmt::format("records: {}, last step {}\n", d.records, d.last_step);
   return s;
@@ -146,6 +157,9 @@ std::string to_json(const Diagnosis& d) {
   j["checklist"] = nlohmann::json::array();
   for (const auto& c : d.checklist)
     j["checklist"].push_back({{"cause", c.cause}, {"state", to_string(c.state)}, {"detail", c.detail}});
+  j["extra_checks"] = nlohmann::json::array();
+  for (const auto& c : d.extra_checks)
+    j["extra_checks"].push_back({{"cause", c.cause}, {"state", to_string(c.state)}, {"detail", c.detail}});
   j["plateau"] = {{"known", d.plateau.known},
                   {"flat", d.plateau.flat},
                   {"flat_since", d.plateau.flat_since},

@@ -3,6 +3,8 @@
 // The diagnosis names the first cause in checklist order that fired (a dead run makes every later
 // signal stale), and lists every other finding, so overlapping faults are all reported.
 // It also reports the plateau check: is the training loss still descending against its own noise.
+// Detectors registered beyond the checklist (e.g. straggler) run too; their findings are listed after
+// the checklist's and name the diagnosis only when no checklist cause fired.
 #pragma once
 #include <functional>
 #include <memory>
@@ -30,6 +32,7 @@ struct Diagnosis {
   std::vector<std::string> evidence;
   std::vector<Finding> findings;     // every detector that fired, checklist order
   std::vector<CheckResult> checklist;  // one per cause, checklist order
+  std::vector<CheckResult> extra_checks;  // detectors beyond the checklist (straggler), by name
   PlateauStatus plateau;
   int64_t records = 0;
   int64_t last_step = -1;
