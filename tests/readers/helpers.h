@@ -23,6 +23,7 @@ inline std::string temp_file(const std::string& name, const std::string& content
   fs::path dir = fs::temp_directory_path() / ("flatline-readers-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   fs::path p = dir / name;
+  fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << content;
   return p.string();
 }
