@@ -341,6 +341,9 @@ RankResult train_rank(const RankOptions& o) {
       }
       for (auto& p : params)
         if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+      if (act.slowdown > 0)  // a straggler: this rank's forward + backward take (1 + slowdown) x as long
+        std::this_thread::sleep_for(std::chrono::duration<double>(
+            act.slowdown * std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count()));
       apply_all(faults, Hook::after_backward, act);
       if (act.zero_grads || act.skip_backward)
         for (auto& p : params) p.mutable_grad().zero_();
