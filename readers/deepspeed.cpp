@@ -25,6 +25,8 @@ namespace flatline {
 namespace {
 using readers::at_line;
 
+constexpr int64_t kMaxSynthetic = 100000;  // skipped steps rebuilt from one rise of the skipped= counter
+
 struct Overflow {
   std::optional<double> attempted, next;
   double t = std::nan("");
@@ -67,9 +69,14 @@ class Rebuild {
     int64_t prev = last_step_ >= 0 && S > last_step_ ? last_step_ : 0;
     if (prev >= S) prev = S - 1;
     const int64_t n = S - prev;
-    if (pending_.empty() && skipped_total && skipped_ >= 0 && *skipped_total > skipped_)
-      for (int64_t k = 0; k < std::min(*skipped_total - skipped_, n); ++k)
-        pending_.push_back(Overflow{{}, {}, t, false, where, ""});
+    if (pending_.empty() && skipped_total && skipped_ >= 0 && *skipped_total > skipped_) {
+      int64_t k = std::min(*skipped_total - skipped_, n);
+      if (k > kMaxSynthetic) {  // a corrupt counter must not make millions of records
+        if (w_) w_->push_back(fmt::format("{}: skipped= rose by {}; only {} skipped steps rebuilt", where, k, kMaxSynthetic));
+        k = kMaxSynthetic;
+      }
+      for (int64_t i = 0; i < k; ++i) pending_.push_back(Overflow{{}, {}, t, false, where, ""});
+    }
     if (static_cast<int64_t>(pending_.size()) > n) {
       if (w_) w_->push_back(fmt::format("{}: {} overflow lines for the {} step(s) since step {}; the oldest are ignored",
                                         where, pending_.size(), n, prev));

@@ -185,6 +185,15 @@ TEST(BadInput, DeepSpeedUnreadableNumbers) {
   EXPECT_FALSE(log.records[0].lr.has_value());
 }
 
+TEST(BadInput, DeepSpeedCorruptCounterIsBounded) {
+  Warnings w;
+  auto recs = parse_deepspeed_log("step=10, skipped=0, lr=[0.1]\nstep=9000000000000000, skipped=8000000000000000, lr=[0.1]\n",
+                                  "ds", &w);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "ds:2: skipped= rose by 8000000000000000; only 100000 skipped steps rebuilt");
+  EXPECT_EQ(recs.size(), 100002u);
+}
+
 TEST(BadInput, UnknownFormatNameIsRejected) {
   try {
     parse_log_format("csv");
