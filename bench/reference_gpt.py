@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""PyTorch eager reference for flatline's GPT step (bench/compare_reference.sh runs both side by side).
+
+The same model as sim/models.cpp (GPT-2 layout: token + position embeddings, pre-LayerNorm blocks of
+causal self-attention and a 4x tanh-GELU MLP, final LayerNorm, lm head tied to the token embedding),
+the same optimizer (AdamW, betas 0.9/0.95, weight decay 0.1, global-norm clip 1.0), on the same bytes
+(the Debian fortunes corpus), one rank, the same intra-op threads. Prints the median ms per step.
+Needs Debian's python3-torch: run it with /usr/bin/python3.
+"""
+import argparse, glob, math, os, statistics, time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, n_layer, block_size):
+        super().__init__()
+        self.n_head = n_head
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.attn_c_proj = nn.Linear(n_embd, n_embd)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.mlp_c_proj = nn.Linear(4 * n_embd, n_embd)
+        self.register_buffer("mask", torch.tril(torch.ones(block_size, block_size, dtype=torch.bool)))
+        for l in (self.c_attn, self.c_fc):
+            nn.init.normal_(l.weight, 0.0, 0.02), nn.init.zeros_(l.bias)
+        for l in (self.attn_c_proj, self.mlp_c_proj):
+            nn.init.normal_(l.weight, 0.0, 0.02 / math.sqrt(2 * n_layer)), nn.init.zeros_(l.bias)
+
+    def attention(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, 2)
+        heads = lambda t: t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.n_head))
+        att = att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(-1)
+        return self.attn_c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp_c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, n_layer, n_head, n_embd, block_size):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(256, n_embd), nn.Embedding(block_size, n_embd)
+        nn.init.normal_(self.wte.weight, 0.0, 0.02), nn.init.normal_(self.wpe.weight, 0.0, 0.02)
+        self.h = nn.ModuleList(Block(n_embd, n_head, n_layer, block_size) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.size(1)))
+        for b in self.h:
+            x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, 256), targets.reshape(-1))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--n_layer", type=int, default=4)
+    p.add_argument("--n_head", type=int, default=4)
+    p.add_argument("--n_embd", type=int, default=128)
+    p.add_argument("--block_size", type=int, default=128)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    files = sorted(f for f in glob.glob("/usr/share/games/fortunes/*")
+                   if os.path.isfile(f) and not os.path.islink(f) and "." not in os.path.basename(f))
+    data = torch.tensor(list(b"".join(open(f, "rb").read() for f in files)), dtype=torch.long)
+    model = GPT(a.n_layer, a.n_head, a.n_embd, a.block_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    n = (len(data) - 1) // a.block_size
+    g = torch.Generator().manual_seed(1)
+    times = []
+    for i in range(a.steps + 1):
+        t0 = time.perf_counter()
+        ids = torch.randint(0, n, (a.batch,), generator=g) * a.block_size
+        x = torch.stack([data[j:j + a.block_size] for j in ids])
+        y = torch.stack([data[j + 1:j + 1 + a.block_size] for j in ids])
+        opt.zero_grad(set_to_none=True)
+        model(x, y).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if i > 0:
+            times.append((time.perf_counter() - t0) * 1000)
+    print(f"pytorch-eager n_layer={a.n_layer} n_embd={a.n_embd} block={a.block_size} batch={a.batch} "
+          f"threads={a.threads}: {statistics.median(times):.1f} ms/step (median of {a.steps})")
+
+
+if __name__ == "__main__":
+    main()
