@@ -4,7 +4,7 @@
 // backward-shift deletion (Knuth, TAOCP vol. 3, 6.4, Algorithm R): no allocation per record; the
 // table doubles while it is below 2 x cap slots, starting small so short runs stay small.
 // A slot is 8 bytes, because at fleet scale (1024 ranks) cache misses on these tables dominate the
-// detector suite's time: the hash's high 32 bits as its tag (the slot index is derived from the tag;
+// detector suite's time: the high 32 bits of the mixed hash as its tag (the slot index is derived from the tag;
 // a false match of two different batches is ~1e-9 per lookup at 4096 entries and data_replay needs
 // 2 repeats in 3 records) and the low 32 bits of the step, restored against the current step (exact
 // within 2^31 steps).
@@ -50,7 +50,14 @@ class HashHistory {
     uint32_t tag = 0;   // 0: empty
     uint32_t step = 0;  // low 32 bits of the first step
   };
+  // Mixed first (MurmurHash3's fmix64, a bijection): logs from elsewhere may carry hashes that are
+  // not well spread (small integers, sample ids), whose high 32 bits would all be equal.
   static uint32_t tag(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
     const auto t = static_cast<uint32_t>(h >> 32);
     return t ? t : 1u;
   }

@@ -44,6 +44,20 @@ TEST(DataReplayDetector, SilentOnHealthyNoise) {
   }
 }
 
+// Logs from elsewhere may fingerprint a batch by a small integer (its first sample id): distinct
+// small values must stay distinct batches, and a real repeat of one must still be found.
+TEST(DataReplayDetector, SmallIntegerHashesAreDistinctBatches) {
+  Spec sp;
+  sp.mutate = [](Record& r) { r.batch_hash = static_cast<uint64_t>(r.step * 2 + r.rank); };
+  auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_FALSE(d->finding()) << d->finding()->evidence[0];
+  sp.mutate = [](Record& r) { r.batch_hash = static_cast<uint64_t>((r.step >= 200 ? r.step - 150 : r.step) * 2 + r.rank); };
+  auto f = run_detector(kCause, interleave(generate(sp), Order::by_time), 2)->finding();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 200);
+  EXPECT_EQ(f->detected_step, 201);
+}
+
 TEST(DataReplayDetector, SilentOnRestartReemittingSteps) {
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     Spec sp;
