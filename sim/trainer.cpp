@@ -146,7 +146,10 @@ Data load_data(const Scenario& s) {
 
 double sq_norm(const std::vector<at::Tensor>& ts) {
   double s = 0;
-  for (const auto& t : ts) s += t.to(at::kDouble).pow(2).sum().item<double>();
+  for (const auto& t : ts) {  // norm in float, as torch.nn.utils.clip_grad_norm_; squares summed in double
+    const double n = at::norm(t).item<double>();
+    s += n * n;
+  }
   return s;
 }
 
@@ -329,8 +332,7 @@ RankResult train_rank(const RankOptions& o) {
 
       // ---- forward + backward over grad_accum micro-batches (loss scaled for fp16) ------------------
       watchdog.set_phase("compute");
-      for (auto& p : params)
-        if (p.grad().defined()) p.mutable_grad().zero_();
+      for (auto& p : params) p.mutable_grad().reset();  // set_to_none: backward assigns instead of adding
       double loss_sum = 0;
       for (int m = 0; m < sc.grad_accum; ++m) {
         auto [x, y] = data.batch(ids.data() + m * per_micro, per_micro, false);
@@ -357,20 +359,21 @@ RankResult train_rank(const RankOptions& o) {
       if (act.block_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(act.block_s));
       watchdog.set_phase("collective");
       const auto t_comm = std::chrono::steady_clock::now();
-      std::vector<at::Tensor> flat_parts;
-      for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
-      flat_parts.push_back(at::full({1}, loss, at::kFloat));
-      at::Tensor flat = at::cat(flat_parts);
-      comm.allreduce_sum(flat);
-      flat.div_(world);
-      {
+      double loss_avg = loss;
+      if (world > 1) {  // one flat buffer, one collective (as DDP's gradient buckets), the loss riding along
+        std::vector<at::Tensor> flat_parts;
+        for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+        flat_parts.push_back(at::full({1}, loss, at::kFloat));
+        at::Tensor flat = at::cat(flat_parts);
+        comm.allreduce_sum(flat);
+        flat.div_(world);
         int64_t off = 0;
         for (auto& g : grads) {
           g.copy_(flat.slice(0, off, off + g.numel()).view_as(g));
           off += g.numel();
         }
+        loss_avg = flat[flat.numel() - 1].item<double>();
       }
-      const double loss_avg = flat[flat.numel() - 1].item<double>();
       const double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_comm).count();
 
       // ---- optimizer: unscale, overflow check, clip, update (GradScaler + clip_grad_norm_ order) -----
@@ -402,7 +405,10 @@ RankResult train_rank(const RankOptions& o) {
         ++pr.opt_step;
         at::NoGradGuard ng;
         double s = 0;
-        for (size_t i = 0; i < params.size(); ++i) s += (params[i].detach() - before[i]).to(at::kDouble).pow(2).sum().item<double>();
+        for (size_t i = 0; i < params.size(); ++i) {
+          const double n = at::norm(params[i].detach() - before[i]).item<double>();
+          s += n * n;
+        }
         update_norm = std::sqrt(s);
       }
       if (!act.scheduler_frozen) ++pr.sched_step;
@@ -520,7 +526,7 @@ double measure_step_ms(const Scenario& sc, int steps, int threads) {
     const auto t0 = std::chrono::steady_clock::now();
     auto ids = sampler.next();
     auto [x, y] = data.batch(ids.data(), sc.batch_size, false);
-    opt->zero_grad();
+    for (auto& p : params) p.mutable_grad().reset();
     model->loss(x, y).backward();
     std::vector<at::Tensor> grads;
     for (auto& p : params) grads.push_back(p.grad());
