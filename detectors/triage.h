@@ -43,6 +43,11 @@ class Triage {
   explicit Triage(DetectorConfig cfg = {});
   ~Triage();
   void observe(const Record& r);
+  // Observes a block of records (same result as observing them one by one). On a machine with more
+  // than one core and a block of >= 4096 records, the detectors run on two threads, each group over
+  // the whole block (detectors are independent; each sees the records in order); findings are then
+  // announced in checklist order at the end of the block rather than the record where they fired.
+  void observe_block(const std::vector<Record>& block);
   void finish(double t_end);
   Diagnosis diagnosis() const;
   // Called once per detector, the first time it fires (for live and replay printing).

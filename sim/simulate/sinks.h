@@ -12,14 +12,28 @@
 
 namespace flatline {
 
+// Records go to the Triage in blocks (Triage::observe_block: the detectors on two cores); the block
+// is flushed at end(), so read the diagnosis after end().
 class TriageSink : public RecordSink {
  public:
-  explicit TriageSink(Triage& t) : t_(t) {}
-  void write(const Record& r) override { t_.observe(r); }
-  void end(double t_end) override { t_.finish(t_end); }
+  explicit TriageSink(Triage& t, size_t block = 16384) : t_(t), block_(block) { buf_.reserve(block); }
+  void write(const Record& r) override {
+    buf_.push_back(r);
+    if (buf_.size() >= block_) flush();
+  }
+  void end(double t_end) override {
+    flush();
+    t_.finish(t_end);
+  }
 
  private:
+  void flush() {
+    t_.observe_block(buf_);
+    buf_.clear();
+  }
   Triage& t_;
+  size_t block_;
+  std::vector<Record> buf_;
 };
 
 // One buffered file per rank, opened on the rank's first record (1024 ranks: 1024 open files).

@@ -245,7 +245,8 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
       // As sim/trainer.cpp: stop_for_restart; the process is gone (no heartbeats); the new one's
       // watchdog beats (phase data) while it starts up, then it logs resume and checkpoint_load.
       for (int r = 0; r < sp.world; ++r) {
-        if (sp.restart_events) event(r, T + 0.01, "stop_for_restart", step);
+        // just after this rank's last step record (logged at T + 0.001 r), whatever the world size
+        if (sp.restart_events) event(r, T + 0.001 * r + 0.0005, "stop_for_restart", step);
         segs[r].push_back({T, T + sp.restart_gap_s, "", step});
         segs[r].push_back({T + sp.restart_gap_s, T + sp.restart_gap_s + sp.startup_s, "data", step});
       }

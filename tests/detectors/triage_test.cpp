@@ -92,6 +92,31 @@ TEST(Triage, OverlappingFaultsReportBothPrimaryByChecklistOrder) {
   EXPECT_EQ(d.checklist[3].state, CheckState::pass);
 }
 
+// Blocks of records (the detectors on two threads when a block holds >= 4096 records) give the same
+// diagnosis as records one at a time.
+TEST(Triage, BlocksGiveTheSameDiagnosisAsSingleRecords) {
+  Spec sp = lr_zero_and_zero_grad_rank();
+  sp.world = 16;
+  sp.local_grad_scale = [](int64_t step, int r) { return r == 11 && step >= 150 ? 0.0 : 1.0; };
+  auto rs = interleave(generate(sp), Order::by_time);
+  ASSERT_GT(rs.size(), 2 * 5000u);  // at least two blocks take the two-thread path
+  DetectorConfig cfg;
+  cfg.world_size = 16;
+  Triage one(cfg), blocks(cfg);
+  for (const auto& r : rs) one.observe(r);
+  for (size_t at = 0; at < rs.size(); at += 5000)
+    blocks.observe_block(std::vector<Record>(rs.begin() + static_cast<std::ptrdiff_t>(at),
+                                             rs.begin() + static_cast<std::ptrdiff_t>(std::min(rs.size(), at + 5000))));
+  one.finish(rs.back().t);
+  blocks.finish(rs.back().t);
+  EXPECT_EQ(to_json(blocks.diagnosis()), to_json(one.diagnosis()));
+  const Diagnosis d = one.diagnosis();
+  EXPECT_EQ(d.cause, "lr_zero") << to_text(d);
+  auto z = std::find_if(d.findings.begin(), d.findings.end(), [](const Finding& f) { return f.cause == "zero_grad_rank"; });
+  ASSERT_NE(z, d.findings.end());
+  EXPECT_EQ(z->rank, 11);
+}
+
 TEST(Triage, SameDiagnosisWhateverTheInterleaving) {
   auto ref = triage(lr_zero_and_zero_grad_rank(), 2);
   for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
