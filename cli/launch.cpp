@@ -155,20 +155,8 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   std::ofstream(o.run_dir + "/scenario.yaml") << yaml_text;
 
   Manifest& m = res.manifest;
-  m.scenario = s.name;
-  m.source = s.source;
-  m.resolved_yaml = to_yaml(s);
-  m.seed = s.seed;
-  m.world_size = s.world_size;
-  m.steps = s.steps;
-  m.versions = fmt::format("flatline {}; libtorch (Debian libtorch-dev 1.13); c10d ProcessGroupGloo", FLATLINE_VERSION);
-  m.expect_cause = s.expect.cause;
-  m.expect_rank = s.expect.rank;
-  m.expect_within_steps = s.expect.within_steps;
-  for (const auto& f : make_faults(s)) {
-    FaultTruth t = f->truth();
-    m.faults.push_back({t.kind, t.mode, t.rank, t.active_from, t.onset_step});
-  }
+  m = scenario_manifest(s, fmt::format("flatline {}; libtorch (Debian libtorch-dev 1.13); c10d ProcessGroupGloo",
+                                       FLATLINE_VERSION));
   write_manifest(m, o.run_dir + "/manifest.json");
 
   DetectorConfig cfg;

@@ -98,17 +98,12 @@ class DataReplay : public Detector {
         first_i = i;
       }
     if (n < kRepeats) return;
-    Finding f;
-    f.cause = cause();
-    f.onset_step = first->step;
-    f.detected_step = r.step;
-    f.detected_t = r.t;
-    f.confidence = 0.9;
-    f.evidence.push_back(fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",
-                                     r.step, seen_step, hex(h), n, s.last.size() - first_i));
-    f.evidence.push_back(fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r.rank, first->step,
-                                     first->first_step));
-    gate_.offer(r.rank, static_cast<double>(s.ordinal), std::move(f));
+    gate_.offer(r.rank, static_cast<double>(s.ordinal),
+                Finding{cause(), -1, first->step, r.step, r.t, 0.9,
+                        {fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",
+                                     r.step, seen_step, hex(h), n, s.last.size() - first_i),
+                         fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r.rank,
+                                     first->step, first->first_step)}});
   }
 
   PerRank<Rank> ranks_;

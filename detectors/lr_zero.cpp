@@ -142,14 +142,8 @@ class LrZero : public Detector {
   }
 
   void fire(const Record& r, const Rank& s, int64_t onset, double confidence, std::string evidence) {
-    Finding f;
-    f.cause = cause();
-    f.onset_step = onset;
-    f.detected_step = r.step;
-    f.detected_t = r.t;
-    f.confidence = confidence;
-    f.evidence.push_back(std::move(evidence));
-    gate_.offer(r.rank, static_cast<double>(s.ordinal), std::move(f));
+    gate_.offer(r.rank, static_cast<double>(s.ordinal),
+                Finding{cause(), -1, onset, r.step, r.t, confidence, {std::move(evidence)}});
   }
 
   PerRank<Rank> ranks_;

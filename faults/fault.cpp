@@ -61,6 +61,25 @@ int64_t resume_checkpoint_step(const Scenario& s) {
   return s.restart_at / s.checkpoint_every * s.checkpoint_every;
 }
 
+Manifest scenario_manifest(const Scenario& s, const std::string& versions) {
+  Manifest m;
+  m.scenario = s.name;
+  m.source = s.source;
+  m.resolved_yaml = to_yaml(s);
+  m.seed = s.seed;
+  m.world_size = s.world_size;
+  m.steps = s.steps;
+  m.versions = versions;
+  m.expect_cause = s.expect.cause;
+  m.expect_rank = s.expect.rank;
+  m.expect_within_steps = s.expect.within_steps;
+  for (const auto& f : make_faults(s)) {
+    FaultTruth t = f->truth();
+    m.faults.push_back({t.kind, t.mode, t.rank, t.active_from, t.onset_step});
+  }
+  return m;
+}
+
 std::vector<std::unique_ptr<Fault>> make_faults(const Scenario& s) {
   std::vector<std::unique_ptr<Fault>> out;
   for (const auto& f : s.faults) {

@@ -13,6 +13,7 @@
 
 #include "faults/scenario.h"
 #include "sim/schedule.h"
+#include "telemetry/manifest.h"
 
 namespace flatline {
 
@@ -86,6 +87,10 @@ class Fault {
 // The checkpoint step a scenario's restart resumes from (the last checkpoint at or before restart.at);
 // the resumed ranks train again from the step after it. -1 without a restart.
 int64_t resume_checkpoint_step(const Scenario& s);
+
+// The manifest of a run of `s` (status "running"): the resolved scenario, its expectation and each
+// fault's truth(). `versions` names what produced the run (harness or simulator).
+Manifest scenario_manifest(const Scenario& s, const std::string& versions);
 
 using FaultFactory = std::function<std::unique_ptr<Fault>(const FaultSpec&, const Scenario&)>;
 void register_fault(const std::string& kind, FaultFactory f);

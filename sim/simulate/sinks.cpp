@@ -39,21 +39,8 @@ void JsonlDirSink::end(double) {
 }
 
 Manifest simulation_manifest(const Scenario& s, const SimResult& r, double wall_s) {
-  Manifest m;
-  m.scenario = s.name;
-  m.source = s.source;
-  m.resolved_yaml = to_yaml(s);
-  m.seed = s.seed;
-  m.world_size = s.world_size;
-  m.steps = s.steps;
-  m.versions = fmt::format("flatline {}; fleet simulator (sim/simulate, no torch)", FLATLINE_VERSION);
-  m.expect_cause = s.expect.cause;
-  m.expect_rank = s.expect.rank;
-  m.expect_within_steps = s.expect.within_steps;
-  for (size_t i = 0; i < r.truths.size(); ++i) {
-    const FaultTruth& t = r.truths[i];
-    m.faults.push_back({t.kind, t.mode, t.rank, t.active_from, t.onset_step, r.onset_t[i]});
-  }
+  Manifest m = scenario_manifest(s, fmt::format("flatline {}; fleet simulator (sim/simulate, no torch)", FLATLINE_VERSION));
+  for (size_t i = 0; i < m.faults.size() && i < r.onset_t.size(); ++i) m.faults[i].onset_t = r.onset_t[i];
   m.status = r.failed ? "failed" : "completed";
   m.error = r.error;
   m.wall_s = wall_s;
