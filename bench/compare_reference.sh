@@ -24,7 +24,7 @@ YAML
   ref=$(/usr/bin/python3 "$here/bench/reference_gpt.py" --n_layer "$2" --n_head "$3" --n_embd "$4" \
         --block_size "$5" --batch "$6" --steps "$steps" --threads "$threads" | sed -E 's/.*: ([0-9.]+) ms.*/\1/')
   printf "%-28s flatline %8.1f ms   pytorch %8.1f ms   pytorch/flatline %5.2f\n" "$1" "$ours" "$ref" \
-    "$(echo "$ref / $ours" | bc -l)"
+    "$(awk -v a="$ref" -v b="$ours" 'BEGIN { print a / b }')"
 }
 echo "threads=$threads steps=$steps $(date -u +%F)"
 row "large(4x128,block128,b16)" 4 4 128 128 16

@@ -3,6 +3,7 @@
 // the moment its detector fires and each checklist line when it changes state, then the same
 // diagnosis as `flatline diagnose` (and as the live run). --realtime paces records by their t;
 // --speed X plays X times faster (and implies --realtime). Exit status: 0, or 2 when nothing is readable.
+#include <cstdlib>
 #include <fmt/format.h>
 
 #include <iostream>
@@ -56,7 +57,11 @@ FLATLINE_COMMAND("replay", "replay recorded telemetry or a log through the detec
   sub.add_option("run", a->path, "run directory, log file or log directory")->required();
   sub.add_flag("--realtime", a->realtime, "pace the records by their recorded time");
   sub.add_option("--speed", a->speed, "play X times faster than recorded (implies --realtime)")
-      ->check(CLI::PositiveNumber);
+      ->check([](const std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        return *end == 0 && x > 0 && x < 1e9 ? std::string() : "--speed: expected a number > 0, got '" + v + "'";
+      });
   sub.add_option("--format", a->format, "auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard");
   return [a] { return run_replay(*a); };
 });

@@ -28,11 +28,14 @@ int run(const Args& a) {
   LaunchResult r = launch_run(s, text, o);
   std::cout << to_text(r.diagnosis);
   RunScore sc = score_run(r.manifest, r.diagnosis);
+  // A run that died of something other than the fault it injected proves nothing either way.
+  const bool broke = !r.first_error.empty() && sc.truth_cause != "run_not_alive";
   std::cout << fmt::format("\nrun directory: {}\nground truth: {}{}; verdict: {}\n", o.run_dir, sc.truth_cause,
                            sc.truth_rank >= 0 ? fmt::format(" (rank {})", sc.truth_rank) : "",
-                           sc.correct ? "correct" : (sc.false_alarm ? "FALSE ALARM" : "MISSED"));
+                           broke ? "RUN FAILED (see the error below)"
+                                 : sc.correct ? "correct" : (sc.false_alarm ? "FALSE ALARM" : "MISSED"));
   if (!r.first_error.empty()) std::cout << "run ended with an error: " << r.first_error;
-  return sc.expect_met ? 0 : 1;
+  return sc.expect_met && !broke ? 0 : 1;
 }
 
 FLATLINE_COMMAND("run", "train a scenario's ranks, diagnose live, print the diagnosis", [](CLI::App& sub) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "cli/command.h"
 #include "cli/embedded.h"
@@ -48,8 +49,16 @@ std::vector<Input> collect(const std::vector<std::string>& args) {
 
 int score(const Args& a) {
   auto ins = collect(a.inputs);
+  if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");
   std::vector<Scenario> scenarios;
-  for (const auto& in : ins) scenarios.push_back(load_scenario_text(in.text, in.source));  // fail fast
+  std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
+  for (const auto& in : ins) {
+    scenarios.push_back(load_scenario_text(in.text, in.source));  // fail fast
+    auto [it, fresh] = names.emplace(scenarios.back().name, in.source);
+    if (!fresh)
+      throw ScenarioError(in.source + ": scenario name '" + it->first + "' is also used by " + it->second +
+                          " (each run needs its own directory)");
+  }
   std::vector<RunScore> runs;
   for (size_t i = 0; i < ins.size(); ++i) {
     const Scenario& s = scenarios[i];

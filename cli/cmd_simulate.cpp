@@ -82,8 +82,9 @@ int run(const Args& a) {
 FLATLINE_COMMAND("simulate", "fleet-scale telemetry without training, diagnosed as it streams", [](CLI::App& sub) {
   auto a = std::make_shared<Args>();
   sub.add_option("scenario", a->scenario, "scenario YAML file")->required();
-  sub.add_option("--ranks", a->ranks, "simulated ranks (default: the scenario's world_size)");
-  sub.add_option("--steps", a->steps, "steps (default: the scenario's)");
+  sub.add_option("--ranks", a->ranks, "simulated ranks (default: the scenario's world_size)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--steps", a->steps, "steps (default: the scenario's)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub.add_option("--out", a->out, "also write a run directory under DIR (JSONL per rank + manifest)");
   sub.add_option("--seed", a->seed, "seed (default: the scenario's)");
   sub.add_option("--step-ms", a->step_ms, "median compute ms per step (default 300)");

@@ -18,8 +18,9 @@ struct Args {
 FLATLINE_COMMAND("step-time", "median ms per optimizer step of the scenario's model, one rank", [](CLI::App& sub) {
   auto a = std::make_shared<Args>();
   sub.add_option("scenario", a->scenario, "scenario YAML file")->required();
-  sub.add_option("--steps", a->steps, "steps to time after one warm-up step (default 10)");
-  sub.add_option("--threads", a->threads, "intra-op threads (default 1)");
+  sub.add_option("--steps", a->steps, "steps to time after one warm-up step (default 10)")
+      ->check(CLI::Range(1, 100000));
+  sub.add_option("--threads", a->threads, "intra-op threads (default 1)")->check(CLI::Range(1, 1024));
   return [a] {
     Scenario s = load_scenario_file(a->scenario);
     std::cout << fmt::format("{}: {:.1f} ms/step (median of {}, {} threads)\n", s.name,

@@ -149,6 +149,10 @@ std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0,
 LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const LaunchOptions& o) {
   LaunchResult res;
   const double start = wall_now();
+  // A new run replaces an old one, but never a directory that is not a flatline run directory.
+  if (fs::exists(o.run_dir) && !fs::is_empty(o.run_dir) && !fs::exists(o.run_dir + "/manifest.json"))
+    throw std::runtime_error(o.run_dir + ": exists and is not a flatline run directory (no manifest.json); "
+                                         "refusing to replace it: choose another --out or scenario name");
   std::error_code ec;
   fs::remove_all(o.run_dir, ec);
   fs::create_directories(o.run_dir + "/telemetry");

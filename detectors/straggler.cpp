@@ -12,9 +12,11 @@
 //   (healthy per-rank jitter is a few %; the slowest of 1024 healthy ranks is ~+3.5 sigma), AND the
 //   others absorb the difference: their median comm_ms exceeds the rank's comm_ms by at least half
 //   the compute gap (they waited for it inside the all-reduce).
-//   fire when the same rank is slow on 3 consecutive judged steps. rank = that rank, onset_step = the
+//   fire when the same rank is slow on 10 consecutive judged steps (with 3, ranks time-sliced on
+//   fewer cores than ranks were named on a few steps of scheduler jitter). rank = that rank, onset_step = the
 //   first of them, detected_t = the latest t among the ranks' records of that step.
-// False-positive guards: a rank that is slow once (a GC pause, a page fault); every rank slow
+// False-positive guards: a rank that is slow for a few steps (a GC pause, a page fault, the OS
+//   scheduler time-slicing more ranks than cores); every rank slow
 //   together (a checkpoint step: the median moves with them); a rank with a short step because it
 //   skipped its backward (faster, not slower); missing comm_ms (cannot tell waiting from working:
 //   cannot run).
@@ -32,7 +34,7 @@ using namespace detail;
 
 constexpr double kSlowFrac = 0.15;   // compute above (1 + k) x the others' median
 constexpr double kAbsorbed = 0.5;    // the others' extra comm covers this fraction of the gap
-constexpr int kSlowSteps = 3;        // consecutive judged steps
+constexpr int kSlowSteps = 10;       // consecutive judged steps (3 fired on scheduler jitter: 3 ranks on 2 cores)
 constexpr size_t kMaxPending = 4096; // steps waiting for a missing rank, at most
 
 class Straggler : public Detector {

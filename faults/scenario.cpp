@@ -5,6 +5,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -23,8 +25,12 @@ struct Ctx {
     if (!n.IsMap()) fail(n, fmt::format("'{}' must be a mapping {{...}}", key));
   }
   void only_keys(const YAML::Node& n, const std::string& where, std::set<std::string> allowed) const {
+    std::set<std::string> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar()) fail(it->first, fmt::format("a key in {} must be a plain name", where));
       auto k = it->first.as<std::string>();
+      // yaml-cpp keeps the first of two equal keys silently; a scenario saying a thing twice is a mistake
+      if (!seen.insert(k).second) fail(it->first, fmt::format("duplicate key '{}' in {}", k, where));
       if (!allowed.count(k)) {
         std::string list;
         for (auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
@@ -34,11 +40,15 @@ struct Ctx {
   }
   template <class T>
   T get(const YAML::Node& n, const std::string& key) const {
+    T v{};
     try {
-      return n.as<T>();
+      v = n.as<T>();
     } catch (const YAML::Exception&) {
       fail(n, fmt::format("'{}': expected {}, got '{}'", key, type_name<T>(), YAML::Dump(n)));
     }
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(v)) fail(n, fmt::format("'{}': expected a finite number, got '{}'", key, YAML::Dump(n)));
+    return v;
   }
   template <class T>
   static const char* type_name() {
@@ -167,6 +177,11 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
   c.set(root, "name", s.name);
+  // The name is a directory under --out that a new run replaces: nothing that could climb out of it.
+  if (s.name.empty() || s.name == "." || s.name == ".." ||
+      s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
+    c.fail(root["name"], fmt::format("'name': expected letters, digits, '.', '_' or '-' (it names the run directory), "
+                                     "got '{}'", s.name));
   c.set(root, "seed", s.seed);
   if (auto m = root["model"]) {
     c.expect_map(m, "model");
@@ -187,6 +202,8 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.only_keys(d, "data", {"kind", "path", "eval_fraction"});
     c.set_one_of(d, "kind", s.data.kind, {"text", "fashion_mnist"});
     c.set(d, "path", s.data.path);
+    if (!s.data.path.empty() && !std::filesystem::exists(s.data.path))
+      c.fail(d["path"], fmt::format("'path': no such file or directory: {}", s.data.path));
     c.set(d, "eval_fraction", s.data.eval_fraction);
     if (!(s.data.eval_fraction > 0 && s.data.eval_fraction < 0.5)) c.fail(d, "'eval_fraction' must be in (0, 0.5)");
   }
@@ -260,6 +277,9 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
       fl.index = static_cast<int>(s.faults.size()) - 1;
       if (fl.target_rank >= s.world_size)
         c.fail(f["target"], fmt::format("target rank {} is outside world_size {}", fl.target_rank, s.world_size));
+      const int64_t first = fl.at > 0 ? fl.at : fl.range_start;
+      if (first > s.steps)
+        c.fail(f, fmt::format("the fault starts at step {}, after the run's last step {}", first, s.steps));
     }
   }
   if (auto e = root["expect"]) {
@@ -269,6 +289,8 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
                  {"healthy", "run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse", "zero_grad_rank",
                   "straggler"});
     c.set(e, "rank", s.expect.rank);
+    if (s.expect.rank >= s.world_size)
+      c.fail(e["rank"], fmt::format("expected rank {} is outside world_size {}", s.expect.rank, s.world_size));
     c.set_min<int64_t>(e, "within_steps", s.expect.within_steps, 0);
   } else {
     c.fail(root, "a scenario needs 'expect: {cause: ...}' (healthy for a clean twin)");
@@ -285,7 +307,11 @@ Scenario load_scenario_text(const std::string& yaml, const std::string& source) 
   } catch (const YAML::ParserException& e) {
     throw ScenarioError(fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
-  return parse(root, source);
+  try {
+    return parse(root, source);
+  } catch (const YAML::Exception& e) {  // a conversion the checks above did not foresee
+    throw ScenarioError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
 }
 
 Scenario load_scenario_file(const std::string& path) {

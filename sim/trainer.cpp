@@ -507,8 +507,11 @@ RankResult train_rank(const RankOptions& o) {
     if (!result.stopped_for_restart)
       event("run_end", result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
   } catch (const std::exception& e) {
-    event("error", result.last_step, e.what());
-    throw RankError(e.what());
+    // c10 errors carry a C++ backtrace after the message: the message alone is what a person reads.
+    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+    const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
+    event("error", result.last_step, msg);
+    throw RankError(msg);
   }
   return result;
 }

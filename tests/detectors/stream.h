@@ -202,6 +202,7 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
         rec.step = sp.stale_from - 1;
         rec.loss = rec.loss_avg = frozen_loss;
       }
+      rec.rank = r;  // mutate may depend on the rank
       if (sp.mutate) sp.mutate(rec);
       emit(r, T + 0.001 * r, rec);
     }

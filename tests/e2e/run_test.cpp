@@ -79,7 +79,9 @@ expect: {cause: lr_zero, within_steps: 3}
     for (const auto& rec : recs) {
       steps += rec.kind == flatline::RecordKind::step;
       heartbeats += rec.kind == flatline::RecordKind::heartbeat;
-      if (rec.kind == flatline::RecordKind::step && rec.step >= 40) EXPECT_EQ(*rec.lr, 0.0);
+      if (rec.kind == flatline::RecordKind::step && rec.step >= 40) {
+        EXPECT_EQ(*rec.lr, 0.0);
+      }
     }
     EXPECT_EQ(steps, 60);
     EXPECT_GT(heartbeats, 0);
@@ -171,6 +173,25 @@ expect: {cause: zero_grad_rank, rank: 0, within_steps: 2}
   EXPECT_NE(xml.find("tests=\"2\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("failures=\"0\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("name=\"e2e-suite-zero-grad\""), std::string::npos) << xml;
+}
+
+}  // namespace
+
+namespace {
+
+// A scenario never replaces a directory that is not a run directory (a name like '..' is refused by
+// the loader; this is the launcher's own guard).
+TEST(EndToEnd, RunRefusesToReplaceADirectoryThatIsNotARun) {
+  const std::string d = scratch();
+  fs::create_directories(d + "/runs/e2e-guard");
+  std::ofstream(d + "/runs/e2e-guard/precious.txt") << "keep me";
+  const std::string yaml = std::string("name: e2e-guard\n") + kBase + "steps: 5\nexpect: {cause: healthy}\n";
+  Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("is not a flatline run directory"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(d + "/runs/e2e-guard/precious.txt"));
+  Ran e = run("score " + d + "/nothing-here-" + std::to_string(std::random_device{}()) + " --out " + d + "/runs");
+  EXPECT_NE(e.status, 0) << e.out;
 }
 
 }  // namespace

@@ -320,10 +320,10 @@ TEST(Scenario, ToYamlReloadsToAnEqualScenario) {
 }
 
 TEST(Scenario, ToYamlReloadsEveryOption) {
-  Scenario a = load_scenario_text(R"(name: "every option: quoted"
+  Scenario a = load_scenario_text(R"(name: "every.option_quoted-1"
 seed: 18446744073709551615
 model: {kind: cnn, channels: 8, hidden: 32}
-data: {kind: fashion_mnist, path: /data/fm, eval_fraction: 0.1}
+data: {kind: fashion_mnist, path: /usr/share/datasets/fashion-mnist, eval_fraction: 0.1}
 world_size: 4
 steps: 500
 batch_size: 8
@@ -366,6 +366,33 @@ TEST(Scenario, ToYamlOfAHealthyScenarioReloads) {
   Scenario a = load_scenario_text("name: clean\nexpect: {cause: healthy}\n", "t.yaml");
   Scenario b = load_scenario_text(to_yaml(a), "resolved");
   expect_equal(a, b);
+}
+
+}  // namespace
+}  // namespace flatline
+
+namespace flatline {
+namespace {
+
+// A name that could climb out of --out (the run directory is replaced), non-finite numbers, keys
+// given twice, faults after the last step and expectations outside the world are refused.
+TEST(Scenario, RefusesValuesThatCannotBeRight) {
+  EXPECT_EQ(load_error("name: ..\nexpect: {cause: healthy}\n"),
+            "t.yaml:1:7: 'name': expected letters, digits, '.', '_' or '-' (it names the run directory), got '..'");
+  EXPECT_NE(load_error("name: a/b\nexpect: {cause: healthy}\n").find("t.yaml:1:7: 'name'"), std::string::npos);
+  EXPECT_NE(load_error("name: ''\nexpect: {cause: healthy}\n").find("t.yaml:1:7: 'name'"), std::string::npos);
+  EXPECT_EQ(load_error("name: a\noptimizer: {lr: .nan}\nexpect: {cause: healthy}\n"),
+            "t.yaml:2:17: 'lr': expected a finite number, got '.nan'");
+  EXPECT_EQ(load_error("name: a\nsteps: 10\nsteps: 20\nexpect: {cause: healthy}\n"),
+            "t.yaml:3:1: duplicate key 'steps' in the scenario");
+  EXPECT_EQ(load_error("name: a\nworld_size: 2\nsteps: 60\nfaults:\n  - {kind: zero_grad_rank, at: 500, target: {rank: 1}, "
+                       "params: {mode: zeroed_buffer}}\nexpect: {cause: zero_grad_rank, rank: 1}\n"),
+            "t.yaml:5:5: the fault starts at step 500, after the run's last step 60");
+  EXPECT_EQ(load_error("name: a\nworld_size: 2\nexpect: {cause: zero_grad_rank, rank: 9}\n"),
+            "t.yaml:3:39: expected rank 9 is outside world_size 2");
+  EXPECT_EQ(load_error("name: a\ndata: {kind: text, path: /no/such/corpus}\nexpect: {cause: healthy}\n"),
+            "t.yaml:2:26: 'path': no such file or directory: /no/such/corpus");
+  EXPECT_NE(load_error("name: a\n? [x, y]\n: 1\nexpect: {cause: healthy}\n").find("t.yaml:2:"), std::string::npos);
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(Fleet, FleetFault,
                                            Case{"lr-zero.yaml", "lr_zero", 2}, Case{"data-replay.yaml", "data_replay", 2},
                                            Case{"loss-scale-collapse.yaml", "loss_scale_collapse", 2},
                                            Case{"zero-grad-rank.yaml", "zero_grad_rank", 2},
-                                           Case{"straggler.yaml", "straggler", 5}));
+                                           Case{"straggler.yaml", "straggler", 12}));
 
 TEST(Simulate, HealthyFleetIsSilent) {
   SimOptions o;
