@@ -181,6 +181,19 @@ class RunNotAlive : public Detector {
       kind_ = k;
   }
 
+  // "0-516,518-1023": a thousand waiting ranks in a line a person can read (rs sorted ascending).
+  static std::string rank_ranges(const std::vector<int>& rs) {
+    std::string out;
+    for (size_t i = 0; i < rs.size();) {
+      size_t j = i;
+      while (j + 1 < rs.size() && rs[j + 1] == rs[j] + 1) ++j;
+      out += (out.empty() ? "" : ",") + (j - i >= 2 ? fmt::format("{}-{}", rs[i], rs[j]) : std::to_string(rs[i]));
+      if (j - i == 1) out += "," + std::to_string(rs[j]);
+      i = j + 1;
+    }
+    return out;
+  }
+
   // The committed candidate, with every rank's heartbeat phase at its t (per-rank data: deterministic),
   // the odd ones out first: "rank 1 phase=compute, ranks 0,2,3 phase=collective".
   void commit() {
@@ -196,7 +209,7 @@ class RunNotAlive : public Detector {
     std::string line = kind_ == Kind::hang ? "heartbeats continue; " : "";
     for (size_t i = 0; i < groups.size(); ++i) {
       const auto& [ph, rs] = groups[i];
-      line += fmt::format("{}{} {} phase={}", i ? ", " : "", rs.size() > 1 ? "ranks" : "rank", fmt::join(rs, ","), ph);
+      line += fmt::format("{}{} {} phase={}", i ? ", " : "", rs.size() > 1 ? "ranks" : "rank", rank_ranges(rs), ph);
     }
     if (!groups.empty()) final_->evidence.front() += "; " + line;
   }

@@ -133,6 +133,9 @@ std::string Drill::handle(const std::string& line) {
       } catch (const std::exception&) {
         return fmt::format("rank must be a number, not '{}'\n", rank_s);
       }
+      if (rank < 0 || rank >= static_cast<int>(run_.ranks.size()))
+        return fmt::format("rank must be between 0 and {} (this run has {} ranks)\n", run_.ranks.size() - 1,
+                           run_.ranks.size());
     }
     answer(cause, rank);
     return "";
