@@ -184,12 +184,19 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   res.diagnosis = tri.diagnosis();
 
   // onset_t: when the onset step was logged on the target rank (or, for a step never logged, when the
-  // step before it was: the moment the faulted step began).
-  for (auto& f : m.faults) {
+  // step before it was: the moment the faulted step began). A fault that acts at the resume counts
+  // from the re-run of its step by the resumed processes, not from the first run of that step.
+  const auto faults = make_faults(s);
+  for (size_t i = 0; i < m.faults.size(); ++i) {
+    auto& f = m.faults[i];
+    const bool at_resume = faults[i]->truth().at_resume;
     const int rank = f.rank >= 0 ? f.rank : 0;
     double at = NAN, before = NAN;
+    bool resumed = false;
     for (const auto& r : feed.all) {
-      if (r.kind != RecordKind::step || r.rank != rank) continue;
+      if (r.rank != rank) continue;
+      if (r.kind == RecordKind::event && r.name == "resume") resumed = true;
+      if (r.kind != RecordKind::step || (at_resume && !resumed)) continue;
       if (r.step == f.onset_step && std::isnan(at)) at = r.t;
       if (r.step == f.onset_step - 1 && std::isnan(before)) before = r.t;
     }

@@ -41,6 +41,7 @@ class DataReplay : public Fault {
       t.active_from = t.onset_step = spec_.at + window_;
     } else {  // the resumed run restarts at the checkpoint before the restart point
       t.active_from = t.onset_step = resume_checkpoint_step(scenario_) + 1;
+      t.at_resume = true;
     }
     return t;
   }

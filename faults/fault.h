@@ -58,6 +58,7 @@ struct FaultTruth {
   int rank = -1;               // target rank, -1 = all
   int64_t active_from = -1;    // first step at which the run differs from its healthy twin
   int64_t onset_step = -1;     // step at which the cause is fully in place
+  bool at_resume = false;      // acts only in the resumed processes (its steps are the re-run ones)
 };
 
 class Fault {

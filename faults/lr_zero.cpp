@@ -63,6 +63,7 @@ class LrZero : public Fault {
       }
     } else if (spec_.mode == "finished_schedule_on_resume") {
       t.active_from = t.onset_step = resume_checkpoint_step(scenario_) + 1;  // the first resumed step
+      t.at_resume = true;
     } else {  // scheduler_not_stepped: lr stays at lr(at - 1) from step at + 1
       t.active_from = t.onset_step = spec_.at + 1;
     }
