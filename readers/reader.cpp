@@ -158,6 +158,16 @@ LogData read_log(const std::string& path, LogFormat format) {
         if (k && *k > best) best = *k, best_state = (e.path() / "trainer_state.json").string();
       }
     }
+    // A Lightning log dir keeps each run in lightning_logs/version_N/ (or version_N/): the newest.
+    int64_t best_version = -1;
+    std::string best_metrics;
+    for (const std::string& parent : {dir, dir + "/lightning_logs"})
+      for (const auto& e : fs::directory_iterator(parent, ec)) {
+        const std::string n = e.path().filename().string();
+        if (!e.is_directory(ec) || n.rfind("version_", 0) != 0 || !fs::exists(e.path() / "metrics.csv", ec)) continue;
+        auto k = readers::parse_integer(n.substr(8));
+        if (k && *k > best_version) best_version = *k, best_metrics = (e.path() / "metrics.csv").string();
+      }
     std::sort(all.begin(), all.end());
     const LogFormat order[] = {LogFormat::flatline, LogFormat::hf, LogFormat::lightning, LogFormat::tensorboard,
                                LogFormat::wandb, LogFormat::megatron};
@@ -168,6 +178,7 @@ LogData read_log(const std::string& path, LogFormat format) {
       for (const auto& p : all)
         if (name_fits(fs::path(p).filename().string(), f)) files.push_back(p);
       if (files.empty() && f == LogFormat::hf && !best_state.empty()) files.push_back(best_state);
+      if (files.empty() && f == LogFormat::lightning && !best_metrics.empty()) files.push_back(best_metrics);
       if (!files.empty()) {
         if (format == LogFormat::auto_detect && f != LogFormat::megatron) format = f;
         break;
