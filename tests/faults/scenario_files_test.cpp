@@ -27,7 +27,9 @@ TEST(ScenarioFiles, EveryShippedScenarioLoadsAndExpectsItsOwnFault) {
     EXPECT_GE(t.active_from, 1);
     EXPECT_LE(t.active_from, t.onset_step);
     EXPECT_LE(t.onset_step, s.steps);
-    if (s.expect.cause == "zero_grad_rank") EXPECT_EQ(s.expect.rank, t.rank);
+    if (s.expect.cause == "zero_grad_rank") {
+      EXPECT_EQ(s.expect.rank, t.rank);
+    }
   }
   EXPECT_GE(n, 30);
   EXPECT_GE(healthy, 9);

@@ -76,7 +76,9 @@ TEST_P(FleetFault, NamedWithinStepsOfOnsetAt64Ranks) {
   const Diagnosis d = diagnose(s, o, &r);
   ASSERT_EQ(d.cause, c.cause) << to_text(d);
   const FaultTruth& t = r.truths.front();
-  if (t.rank >= 0 && (d.cause == "zero_grad_rank" || d.cause == "straggler")) EXPECT_EQ(d.rank, t.rank);
+  if (t.rank >= 0 && (d.cause == "zero_grad_rank" || d.cause == "straggler")) {
+    EXPECT_EQ(d.rank, t.rank);
+  }
   EXPECT_GE(d.detected_step, t.active_from) << to_text(d);
   EXPECT_LE(d.detected_step - t.onset_step, c.within) << to_text(d);
 }
