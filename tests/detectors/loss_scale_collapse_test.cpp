@@ -148,14 +148,7 @@ TEST(LossScaleCollapseDetector, FiresOnInitialSearchThatNeverEnds) {
 
 TEST(LossScaleCollapseDetector, SameFindingWhateverTheInterleaving) {
   auto rs = generate(overflow_streak());
-  auto ref = run_detector(kCause, interleave(rs, Order::by_time), 2)->finding();
-  ASSERT_TRUE(ref);
-  for (int world : {2, 0})
-    for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
-      auto f = run_detector(kCause, interleave(rs, o), world)->finding();
-      ASSERT_TRUE(f);
-      EXPECT_TRUE(same_finding(*ref, *f)) << world << " " << static_cast<int>(o);
-    }
+  expect_same_finding_whatever_the_interleaving(kCause, rs);
 }
 
 TEST(LossScaleCollapseDetector, OddDataDoesNotThrow) {

@@ -158,14 +158,7 @@ TEST(LrZeroDetector, SameFindingWhateverTheInterleaving) {
   sp.restart_from = 300;
   sp.lr = [](int64_t, bool after_restart, double h) { return after_restart ? 0.0 : h; };
   auto rs = generate(sp);
-  auto ref = run_detector(kCause, interleave(rs, Order::by_time), 2)->finding();
-  ASSERT_TRUE(ref);
-  for (int world : {2, 0})
-    for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
-      auto f = run_detector(kCause, interleave(rs, o), world)->finding();
-      ASSERT_TRUE(f);
-      EXPECT_TRUE(same_finding(*ref, *f)) << world << " " << static_cast<int>(o);
-    }
+  expect_same_finding_whatever_the_interleaving(kCause, rs);
 }
 
 TEST(LrZeroDetector, OddDataDoesNotThrow) {

@@ -5,6 +5,8 @@
 // scaling. Faults are injected through the hooks of Spec. Deterministic: splitmix64 everywhere
 // (std:: distributions are implementation-defined).
 #pragma once
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -367,6 +369,20 @@ inline bool same_finding(const Finding& a, const Finding& b) {
   const bool t_same = (std::isnan(a.detected_t) && std::isnan(b.detected_t)) || a.detected_t == b.detected_t;
   return a.cause == b.cause && a.rank == b.rank && a.onset_step == b.onset_step &&
          a.detected_step == b.detected_step && t_same && a.confidence == b.confidence && a.evidence == b.evidence;
+}
+
+// The finding over `rs` in time order (world size 2) is found, and is the same in every other arrival
+// order, with the world size given and inferred.
+inline void expect_same_finding_whatever_the_interleaving(const std::string& cause,
+                                                          const std::vector<std::vector<Record>>& rs) {
+  auto ref = run_detector(cause, interleave(rs, Order::by_time), 2)->finding();
+  ASSERT_TRUE(ref);
+  for (int world : {2, 0})
+    for (auto o : {Order::round_robin, Order::rank_first, Order::reversed, Order::chunked}) {
+      auto f = run_detector(cause, interleave(rs, o), world)->finding();
+      ASSERT_TRUE(f);
+      EXPECT_TRUE(same_finding(*ref, *f)) << world << " " << static_cast<int>(o);
+    }
 }
 
 }  // namespace flatline::testing
