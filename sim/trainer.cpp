@@ -24,6 +24,7 @@
 #include "sim/fp16.h"
 #include "sim/loss_scaler.h"
 #include "sim/models.h"
+#include "sim/optimizer.h"
 #include "sim/sampler.h"
 #include "telemetry/jsonl.h"
 
@@ -146,15 +147,6 @@ Data load_data(const Scenario& s) {
   return d;
 }
 
-double sq_norm(const std::vector<at::Tensor>& ts) {
-  double s = 0;
-  for (const auto& t : ts) {  // norm in float, as torch.nn.utils.clip_grad_norm_; squares summed in double
-    const double n = at::norm(t).item<double>();
-    s += n * n;
-  }
-  return s;
-}
-
 std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
   return fmt::format("{}/checkpoints/step-{:08d}", run_dir, step);
 }
@@ -179,7 +171,7 @@ struct Progress {  // everything besides model and optimizer that a checkpoint m
   double log_loss = 0;
 };
 
-void save_checkpoint(const std::string& dir, int rank, TrainModel& model, torch::optim::Optimizer& opt,
+void save_checkpoint(const std::string& dir, int rank, TrainModel& model, const Optimizer& opt,
                      const Progress& p) {
   fs::create_directories(dir);
   torch::serialize::OutputArchive ar, opt_ar;
@@ -195,7 +187,7 @@ void save_checkpoint(const std::string& dir, int rank, TrainModel& model, torch:
   fs::rename(path + ".tmp", path);
 }
 
-Progress load_checkpoint(const std::string& dir, int rank, TrainModel& model, torch::optim::Optimizer& opt) {
+Progress load_checkpoint(const std::string& dir, int rank, TrainModel& model, Optimizer& opt) {
   torch::serialize::InputArchive ar, opt_ar;
   ar.load_from(fmt::format("{}/rank-{}.pt", dir, rank));
   model.load(ar);
@@ -222,16 +214,11 @@ Progress load_checkpoint(const std::string& dir, int rank, TrainModel& model, to
   return p;
 }
 
-void set_lr(torch::optim::Optimizer& opt, double lr) {
-  for (auto& g : opt.param_groups()) g.options().set_lr(lr);
-}
-
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o, const std::vector<at::Tensor>& ps) {
-  if (o.kind == "sgd")
-    return std::make_unique<torch::optim::SGD>(
-        ps, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
-  return std::make_unique<torch::optim::AdamW>(
-      ps, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+// The gradient multiplier the optimizer applies: the loss-scale unscale (GradScaler.unscale_) and, when
+// the unscaled global norm exceeds the clip, torch.nn.utils.clip_grad_norm_'s max_norm / (norm + 1e-6).
+double grad_multiplier(double loss_scale, double grad_norm, double clip) {
+  const double coef = clip > 0 && grad_norm > clip ? clip / (grad_norm + 1e-6) : 1.0;
+  return coef / loss_scale;
 }
 
 // LibTorch's CPU allocator has no cache: each step frees and re-allocates the same large activation
@@ -302,7 +289,7 @@ RankResult train_rank(const RankOptions& o) {
       at::NoGradGuard ng;
       for (auto& p : params) comm.broadcast(p, 0);
     }
-    auto opt = make_optimizer(sc.optimizer, params);
+    Optimizer opt(sc.optimizer, params);
     DistributedSampler sampler(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
 
     Progress pr;
@@ -314,7 +301,7 @@ RankResult train_rank(const RankOptions& o) {
       if (ck < 0) throw RankError(fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint",
                                               rank, o.run_dir));
       const LossScaler configured = pr.scaler;
-      pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, *model, *opt);
+      pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, *model, opt);
       pr.scaler.enabled = configured.enabled;  // settings come from the scenario, state from the checkpoint
       pr.scaler.growth_interval = configured.growth_interval;
       ResumeActions ra;
@@ -367,7 +354,9 @@ RankResult train_rank(const RankOptions& o) {
         for (auto& p : params) p.mutable_grad().zero_();
       std::vector<at::Tensor> grads;
       for (auto& p : params) grads.push_back(p.grad());
-      const double local_grad_norm = std::sqrt(sq_norm(grads)) / pr.scaler.scale;
+      // This rank's own gradient, before the all-reduce (zero_grad_rank's signal); grads stay scaled.
+      const TensorStats local = tensor_stats(grads, /*full=*/world == 1);
+      const double local_grad_norm = std::sqrt(local.sum_sq) / pr.scaler.scale;
       const double loss = loss_sum / sc.grad_accum;
 
       // ---- all-reduce: mean of gradients and of the loss over ranks --------------------------------
@@ -392,48 +381,32 @@ RankResult train_rank(const RankOptions& o) {
       }
       const double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_comm).count();
 
-      // ---- optimizer: unscale, overflow check, clip, update (GradScaler + clip_grad_norm_ order) -----
+      // ---- optimizer: overflow check, unscale + clip, update (GradScaler + clip_grad_norm_ order) ----
+      // One pass over the (still scaled) gradients gives the norm, the zero count and the overflow check;
+      // the unscale and the clip coefficient are applied inside the optimizer's own pass.
       watchdog.set_phase("optimizer");
       apply_all(faults, Hook::before_optimizer, act);
-      if (pr.scaler.enabled)
-        for (auto& g : grads) g.div_(pr.scaler.scale);
       const double scale_used = pr.scaler.scale;
-      bool found_inf = false;
-      for (auto& g : grads) found_inf = found_inf || !at::isfinite(g).all().item<bool>();
-      const double grad_norm = std::sqrt(sq_norm(grads));
-      int64_t zeros = 0, numel = 0;
-      for (auto& g : grads) {
-        zeros += (g == 0).sum().item<int64_t>();
-        numel += g.numel();
-      }
+      const TensorStats global = world == 1 ? local : tensor_stats(grads);
+      const bool found_inf = !global.finite;
+      const double grad_norm = std::sqrt(global.sum_sq) / scale_used;
       const bool skipped = pr.scaler.update(found_inf, act.max_loss_scale);
       const double lr = plan.schedule.lr(pr.sched_step);
-      double update_norm = 0;
+      UpdateNorms norms;
       if (!skipped) {
-        if (sc.optimizer.grad_clip > 0 && grad_norm > sc.optimizer.grad_clip) {
-          const double coef = sc.optimizer.grad_clip / (grad_norm + 1e-6);  // torch.nn.utils.clip_grad_norm_
-          for (auto& g : grads) g.mul_(coef);
-        }
-        std::vector<at::Tensor> before;
-        for (auto& p : params) before.push_back(p.detach().clone());
-        set_lr(*opt, lr);
-        opt->step();
+        norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip));
         ++pr.opt_step;
-        at::NoGradGuard ng;
-        double s = 0;
-        for (size_t i = 0; i < params.size(); ++i) {
-          const double n = at::norm(params[i].detach() - before[i]).item<double>();
-          s += n * n;
-        }
-        update_norm = std::sqrt(s);
+      } else {
+        norms.param_sq = tensor_stats(params, /*full=*/false).sum_sq;
       }
       if (!act.scheduler_frozen) ++pr.sched_step;
-      const double param_norm = std::sqrt(sq_norm(params));
+      const double update_norm = std::sqrt(norms.update_sq), param_norm = std::sqrt(norms.param_sq);
 
       // ---- consistency (nccl-tests' #wrong): parameters must be identical on every rank -------------
+      // The checksum is the squared parameter norm the optimizer summed in a fixed order: bit-identical
+      // parameters give bit-identical sums (necessary, not sufficient; a diverged rank differs at once).
       if (world > 1) {
-        double checksum = 0;
-        for (auto& p : params) checksum += p.detach().to(at::kDouble).sum().item<double>();
+        const double checksum = norms.param_sq;
         at::Tensor c = at::tensor({checksum, -checksum}, at::kDouble);
         comm.allreduce_max(c);
         if (c[0].item<double>() != -c[1].item<double>()) ++result.param_mismatches;
@@ -455,7 +428,7 @@ RankResult train_rank(const RankOptions& o) {
       r.lr = lr;
       r.grad_norm = grad_norm;
       r.local_grad_norm = local_grad_norm;
-      r.grad_zero_frac = numel ? static_cast<double>(zeros) / static_cast<double>(numel) : 0.0;
+      r.grad_zero_frac = global.numel ? static_cast<double>(global.zeros) / static_cast<double>(global.numel) : 0.0;
       r.param_norm = param_norm;
       r.update_norm = update_norm;
       r.loss_scale = scale_used;
@@ -501,7 +474,7 @@ RankResult train_rank(const RankOptions& o) {
       if (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) {
         watchdog.set_phase("checkpoint");
         const std::string dir = checkpoint_dir(o.run_dir, step);
-        save_checkpoint(dir, rank, *model, *opt, pr);
+        save_checkpoint(dir, rank, *model, opt, pr);
         comm.barrier();
         if (rank == 0) std::ofstream(dir + "/COMPLETE") << step << "\n";
         event("checkpoint_save", step, dir);
@@ -539,7 +512,7 @@ double measure_step_ms(const Scenario& sc, int steps, int threads) {
   at::manual_seed(sc.seed);
   auto model = make_model(sc.model);
   std::vector<at::Tensor> params = model->parameters();
-  auto opt = make_optimizer(sc.optimizer, params);
+  Optimizer opt(sc.optimizer, params);
   DistributedSampler sampler(data.train_size(), 1, 0, sc.batch_size, 1, sc.seed);
   std::vector<double> ms;
   for (int i = 0; i <= steps; ++i) {
@@ -550,10 +523,8 @@ double measure_step_ms(const Scenario& sc, int steps, int threads) {
     model->loss(x, y).backward();
     std::vector<at::Tensor> grads;
     for (auto& p : params) grads.push_back(p.grad());
-    const double n = std::sqrt(sq_norm(grads));
-    if (sc.optimizer.grad_clip > 0 && n > sc.optimizer.grad_clip)
-      for (auto& g : grads) g.mul_(sc.optimizer.grad_clip / (n + 1e-6));
-    opt->step();
+    const double n = std::sqrt(tensor_stats(grads, /*full=*/false).sum_sq);
+    opt.step(sc.optimizer.lr, grad_multiplier(1.0, n, sc.optimizer.grad_clip), /*norms=*/false);
     if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());

@@ -1,0 +1,118 @@
+#include "sim/optimizer.h"
+
+#include <Eigen/Core>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace flatline {
+namespace {
+
+using Arr = Eigen::Map<Eigen::ArrayXf>;
+using ConstArr = Eigen::Map<const Eigen::ArrayXf>;
+
+Arr arr(const at::Tensor& t) { return Arr(t.data_ptr<float>(), t.numel()); }
+ConstArr carr(const at::Tensor& t) { return ConstArr(t.data_ptr<float>(), t.numel()); }
+
+void require_float_contiguous(const at::Tensor& t, const std::string& what) {
+  if (!t.defined() || t.scalar_type() != at::kFloat || !t.is_contiguous() || !t.device().is_cpu())
+    throw std::invalid_argument(what + ": expected a contiguous float32 CPU tensor");
+}
+
+}  // namespace
+
+TensorStats tensor_stats(const std::vector<at::Tensor>& ts, bool full) {
+  TensorStats s;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    require_float_contiguous(ts[i], "tensor_stats: tensor " + std::to_string(i));
+    ConstArr a = carr(ts[i]);
+    const float sq = a.matrix().squaredNorm();  // per tensor in float, summed in double (as sq_norm was)
+    s.sum_sq += sq;
+    s.numel += a.size();
+    if (!full) continue;
+    s.zeros += (a == 0.0f).count();
+    // inf or nan anywhere makes the sum non-finite; only then (rare) is each element checked, since
+    // finite values above ~1.8e19 also overflow the sum of squares.
+    if (!std::isfinite(sq) && !a.isFinite().all()) s.finite = false;
+  }
+  return s;
+}
+
+Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<at::Tensor> params)
+    : spec_(spec), params_(std::move(params)) {
+  if (spec_.kind != "adamw" && spec_.kind != "sgd")
+    throw std::invalid_argument("optimizer: unknown kind '" + spec_.kind + "' (adamw | sgd)");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    require_float_contiguous(params_[i], "optimizer: parameter " + std::to_string(i));
+    m_.push_back(at::zeros_like(params_[i]));
+    if (spec_.kind == "adamw") v_.push_back(at::zeros_like(params_[i]));
+  }
+}
+
+UpdateNorms Optimizer::step(double lr, double grad_mult, bool norms) {
+  UpdateNorms out;
+  ++steps_;
+  const auto gm = static_cast<float>(grad_mult);
+  Eigen::ArrayXf next;  // the new parameter values, so that the update actually applied can be summed
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& grad = params_[i].grad();
+    if (!grad.defined()) throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " has no gradient");
+    require_float_contiguous(grad, "optimizer: gradient of parameter " + std::to_string(i));
+    Arr p = arr(params_[i]), m = arr(m_[i]);
+    ConstArr g0 = carr(grad);
+    const auto g = g0 * gm;
+    if (spec_.kind == "adamw") {
+      Arr v = arr(v_[i]);
+      const double bc1 = 1 - std::pow(spec_.beta1, static_cast<double>(steps_));
+      const double bc2 = 1 - std::pow(spec_.beta2, static_cast<double>(steps_));
+      const auto b1 = static_cast<float>(spec_.beta1), b2 = static_cast<float>(spec_.beta2);
+      const auto decay = static_cast<float>(1 - lr * spec_.weight_decay);
+      const auto step_size = static_cast<float>(lr / bc1), bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+      const auto eps = static_cast<float>(spec_.eps);
+      m = b1 * m + (1 - b1) * g;
+      v = b2 * v + (1 - b2) * g * g;
+      next = decay * p - step_size * (m / ((v.sqrt() / bc2_sqrt) + eps));
+    } else {
+      const auto wd = static_cast<float>(spec_.weight_decay), mom = static_cast<float>(spec_.momentum);
+      const auto lrf = static_cast<float>(lr);
+      if (mom == 0) {
+        next = p - lrf * (g + wd * p);
+      } else {
+        if (steps_ == 1) m = g + wd * p;
+        else m = mom * m + (g + wd * p);
+        next = p - lrf * m;
+      }
+    }
+    if (norms) {
+      out.update_sq += (next - p).matrix().squaredNorm();
+      out.param_sq += next.matrix().squaredNorm();
+    }
+    p = next;
+  }
+  return out;
+}
+
+void Optimizer::save(torch::serialize::OutputArchive& ar) const {
+  ar.write("step", at::tensor({steps_}, at::kLong));
+  for (size_t i = 0; i < m_.size(); ++i) ar.write("m." + std::to_string(i), m_[i]);
+  for (size_t i = 0; i < v_.size(); ++i) ar.write("v." + std::to_string(i), v_[i]);
+}
+
+void Optimizer::load(torch::serialize::InputArchive& ar) {
+  at::Tensor step;
+  ar.read("step", step);
+  steps_ = step.item<int64_t>();
+  auto read_into = [&](const std::string& name, at::Tensor& dst) {
+    at::Tensor t;
+    ar.read(name, t);
+    if (!t.sizes().equals(dst.sizes()) || t.scalar_type() != dst.scalar_type())
+      throw std::runtime_error("optimizer state '" + name + "' does not match the model's parameter");
+    dst.copy_(t);
+  };
+  for (size_t i = 0; i < m_.size(); ++i) read_into("m." + std::to_string(i), m_[i]);
+  for (size_t i = 0; i < v_.size(); ++i) read_into("v." + std::to_string(i), v_[i]);
+}
+
+}  // namespace flatline

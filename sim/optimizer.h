@@ -1,0 +1,62 @@
+// The optimizers the harness trains with, fused: one pass over each parameter tensor applies the
+// update, advances the optimizer state and yields the norms the telemetry logs (update norm, parameter
+// norm), so logging them needs no copy of the parameters and no extra pass. Why fused: at the small GPT
+// of the scenarios (28 tensors, 0.12 M parameters) torch::optim issued ~300 small ops a step and the
+// telemetry another ~300 (a parameter copy, per-tensor norms and zero counts); see bench/README.md.
+//  - AdamW: PyTorch torch.optim.AdamW / torch::optim::AdamW (1.13): decoupled weight decay
+//    p <- p (1 - lr wd); m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
+//    p <- p - (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps). amsgrad is not supported.
+//  - SGD: torch.optim.SGD with momentum (dampening 0, no Nesterov), coupled weight decay:
+//    d = g + wd p; buf <- d at the first step, else momentum buf + d; p <- p - lr buf.
+// Results agree with torch::optim to float rounding (tests/sim/optimizer_test.cpp); the order of
+// operations differs, so they are not bit-identical to it. Same inputs -> bit-identical outputs.
+// Parameters must be contiguous float32 (the harness's models are); the gradient is read from each
+// parameter's .grad(), multiplied by `grad_mult` (the loss-scale unscale and the clip coefficient).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "faults/scenario.h"
+#include "sim/torch_pch.h"
+
+namespace torch::serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace torch::serialize
+
+namespace flatline {
+
+// Sum of squares, zero count and finiteness of a set of float32 tensors in one pass (float lanes,
+// fixed order: deterministic). `full` = false computes the sum of squares only.
+struct TensorStats {
+  double sum_sq = 0;
+  int64_t zeros = 0, numel = 0;
+  bool finite = true;
+};
+TensorStats tensor_stats(const std::vector<at::Tensor>& ts, bool full = true);
+
+struct UpdateNorms {
+  double update_sq = 0;  // ||p_new - p_old||^2 over all parameters (the step actually taken)
+  double param_sq = 0;   // ||p_new||^2
+};
+
+class Optimizer {
+ public:
+  // Throws std::invalid_argument naming the parameter if one is not contiguous float32.
+  Optimizer(const OptimizerSpec& spec, std::vector<at::Tensor> params);
+  // One update at learning rate `lr` with gradients g = grad_mult * p.grad().
+  // `norms` = false skips the two sums (the bare step of measure_step_ms).
+  UpdateNorms step(double lr, double grad_mult = 1.0, bool norms = true);
+  int64_t steps() const { return steps_; }
+  // State as named tensors ("step", "m.<i>", "v.<i>" / "buf.<i>") in a torch archive.
+  void save(torch::serialize::OutputArchive& ar) const;
+  void load(torch::serialize::InputArchive& ar);
+
+ private:
+  OptimizerSpec spec_;
+  std::vector<at::Tensor> params_, m_, v_;  // v_ unused by SGD; m_ is SGD's momentum buffer
+  int64_t steps_ = 0;
+};
+
+}  // namespace flatline
