@@ -3,6 +3,10 @@
 // grad norms, zero fraction, update and parameter norms, batch hash — the JSONL write, the heartbeat
 // thread, the fault hooks) followed by live detection (the records through a Triage). The ratio is
 // the overhead of telemetry + detection. Manual time: each iteration reports the median step.
+// Whole steps differ by less than their run-to-run noise (~2%), so BM_Telemetry* also time each part the
+// telemetry adds to a step, on the small GPT's real gradients and parameters: the zero count and
+// overflow check folded into the gradient-norm pass, the update and parameter norms folded into the
+// optimizer's pass, the batch hash, and one flushed JSONL step record.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -11,6 +15,9 @@
 
 #include "detectors/triage.h"
 #include "faults/scenario.h"
+#include "sim/models.h"
+#include "sim/optimizer.h"
+#include "sim/sampler.h"
 #include "sim/trainer.h"
 #include "telemetry/jsonl.h"
 
@@ -63,6 +70,83 @@ void BM_StepWithTelemetryAndDetection(benchmark::State& st) {
   st.counters["detect_ms_per_step"] = detect_ms_per_step;
   std::filesystem::remove_all(dir);
 }
+
+// The small GPT after one forward + backward: parameters with real gradients.
+struct SmallGpt {
+  std::shared_ptr<TrainModel> model;
+  std::vector<at::Tensor> params, grads;
+  SmallGpt() {
+    at::set_num_threads(1);
+    at::manual_seed(1);
+    ModelSpec spec;
+    spec.kind = "gpt";
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_embd = 64;
+    spec.block_size = 64;
+    model = make_model(spec);
+    params = model->parameters();
+    at::Tensor x = at::randint(0, 256, {8, 64}, at::kLong), y = at::randint(0, 256, {8, 64}, at::kLong);
+    model->loss(x, y).backward();
+    for (auto& p : params) grads.push_back(p.grad());
+  }
+};
+
+// Arg: 1 = what the harness computes (sum of squares, zero count, overflow check), 0 = the norm alone
+void BM_TelemetryGradStats(benchmark::State& st) {
+  SmallGpt m;
+  for (auto _ : st) benchmark::DoNotOptimize(tensor_stats(m.grads, st.range(0) == 1));
+}
+
+// Arg: 1 = with the update and parameter norms, 0 = the update alone
+void BM_TelemetryOptimizerNorms(benchmark::State& st) {
+  SmallGpt m;
+  OptimizerSpec spec;
+  Optimizer opt(spec, m.params);
+  for (auto _ : st) benchmark::DoNotOptimize(opt.step(1e-9, 1.0, st.range(0) == 1));
+}
+
+void BM_TelemetryBatchHash(benchmark::State& st) {
+  DistributedSampler sampler(100000, 1, 0, 8, 1, 1);
+  const std::vector<int64_t> ids = sampler.next();
+  for (auto _ : st) benchmark::DoNotOptimize(batch_hash(ids));
+}
+
+// One step record with every field, written and flushed (one line per step, as train_rank does)
+void BM_TelemetryWriteStepRecord(benchmark::State& st) {
+  const std::string path = (std::filesystem::temp_directory_path() / "flatline-bench-record.jsonl").string();
+  Record r;
+  r.rank = 0;
+  r.t = 12.345678;
+  r.step = 1234;
+  r.opt_step = 1234;
+  r.loss = 2.3456789;
+  r.loss_avg = 2.3456789;
+  r.lr = 3e-4;
+  r.grad_norm = 0.87654321;
+  r.local_grad_norm = 0.87654321;
+  r.grad_zero_frac = 0.0;
+  r.param_norm = 45.678;
+  r.update_norm = 0.0123;
+  r.loss_scale = 65536;
+  r.overflow = false;
+  r.skipped = false;
+  r.batch_hash = 0x0123456789abcdefULL;
+  r.epoch = 0;
+  r.samples_seen = 9872;
+  r.step_ms = 6.54;
+  r.comm_ms = 0.0;
+  {
+    JsonlWriter w(path);
+    for (auto _ : st) w.write(r);
+  }
+  std::filesystem::remove(path);
+}
+
+BENCHMARK(BM_TelemetryGradStats)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TelemetryOptimizerNorms)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TelemetryBatchHash)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TelemetryWriteStepRecord)->Unit(benchmark::kMicrosecond);
 
 // Args: {0 = large, 1 = small; steps timed}
 BENCHMARK(BM_StepBare)->Args({0, 5})->Args({1, 20})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -92,7 +92,7 @@ def main():
         if i > 0:
             times.append((time.perf_counter() - t0) * 1000)
     print(f"pytorch-eager n_layer={a.n_layer} n_embd={a.n_embd} block={a.block_size} batch={a.batch} "
-          f"threads={a.threads}: {statistics.median(times):.1f} ms/step (median of {a.steps})")
+          f"threads={a.threads}: {statistics.median(times):.2f} ms/step (median of {a.steps})")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ FLATLINE_COMMAND("step-time", "median ms per optimizer step of the scenario's mo
   sub.add_option("--threads", a->threads, "intra-op threads (default 1)")->check(CLI::Range(1, 1024));
   return [a] {
     Scenario s = load_scenario_file(a->scenario);
-    std::cout << fmt::format("{}: {:.1f} ms/step (median of {}, {} threads)\n", s.name,
+    std::cout << fmt::format("{}: {:.2f} ms/step (median of {}, {} threads)\n", s.name,
                              measure_step_ms(s, a->steps, a->threads), a->steps, a->threads);
     return 0;
   };

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "sim/fp16.h"
+#include "sim/gelu.h"
 
 namespace flatline {
 namespace F = torch::nn::functional;
@@ -31,7 +32,11 @@ struct Block : torch::nn::Module {
         ln2(register_module("ln_2", LayerNorm(LayerNormOptions({n_embd})))),
         c_fc(register_module("c_fc", Linear(n_embd, 4 * n_embd))),
         mlp_proj(register_module("mlp_c_proj", Linear(4 * n_embd, n_embd))) {
-    mask = register_buffer("mask", at::tril(at::ones({block_size, block_size}, at::kBool)));
+    // causal mask as an additive bias (0 on and below the diagonal, -inf above), fused into the score
+    // matmul by baddbmm: one op instead of scale + masked_fill, forward and backward
+    attn_bias = register_buffer(
+        "attn_bias", at::zeros({block_size, block_size}).masked_fill_(
+                         at::ones({block_size, block_size}, at::kBool).triu(1), -std::numeric_limits<float>::infinity()));
     const double std_resid = 0.02 / std::sqrt(2.0 * n_layer);
     for (auto* l : {&c_attn, &c_fc}) {
       torch::nn::init::normal_((*l)->weight, 0.0, 0.02);
@@ -46,18 +51,22 @@ struct Block : torch::nn::Module {
   at::Tensor attention(const at::Tensor& x) {
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn(x).split(C, 2);
-    auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head, C / n_head}).transpose(1, 2); };
+    const auto hd = C / n_head;
+    auto heads = [&](const at::Tensor& t) {  // (B, T, C) -> (B * n_head, T, hd)
+      return t.view({B, T, n_head, hd}).transpose(1, 2).reshape({B * n_head, T, hd});
+    };
     at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(C / n_head)));
-    att = att.masked_fill(mask.slice(0, 0, T).slice(1, 0, T).logical_not(), -std::numeric_limits<float>::infinity());
+    // softmax(q k^T / sqrt(hd) + causal bias)
+    at::Tensor att = at::baddbmm(attn_bias.slice(0, 0, T).slice(1, 0, T), q, k.transpose(1, 2), 1.0,
+                                 1.0 / std::sqrt(static_cast<double>(hd)));
     att = at::softmax(att, -1);
-    at::Tensor y = at::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});
+    at::Tensor y = at::bmm(att, v).view({B, n_head, T, hd}).transpose(1, 2).contiguous().view({B, T, C});
     return c_proj(y);
   }
 
   at::Tensor forward(at::Tensor x) {
     x = x + attention(ln1(x));
-    return x + mlp_proj(at::gelu(c_fc(ln2(x)), "tanh"));
+    return x + mlp_proj(gelu_tanh(c_fc(ln2(x))));
   }
 
   int n_head;
@@ -65,7 +74,7 @@ struct Block : torch::nn::Module {
   Linear c_attn, c_proj;
   LayerNorm ln2;
   Linear c_fc, mlp_proj;
-  at::Tensor mask;
+  at::Tensor attn_bias;
 };
 
 class Gpt : public TrainModel {

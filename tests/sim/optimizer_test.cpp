@@ -174,6 +174,25 @@ TEST(TensorStats, SumOfSquaresZerosAndFiniteness) {
   TensorStats big = tensor_stats({at::tensor({3e20f, 1.0f})});  // finite, but its square overflows float
   EXPECT_TRUE(big.finite);
   EXPECT_TRUE(std::isinf(big.sum_sq));
+  // long enough for the vector lanes and a tail: every 7th element zero, the rest 0.5 or -0.25
+  std::vector<float> v(1003);
+  double want_sq = 0;
+  int64_t want_zeros = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = i % 7 == 0 ? 0.0f : (i % 2 ? 0.5f : -0.25f);
+    want_sq += static_cast<double>(v[i]) * v[i];
+    want_zeros += v[i] == 0.0f;
+  }
+  TensorStats lanes = tensor_stats({at::from_blob(v.data(), {1003}, at::kFloat), at::from_blob(v.data() + 1, {1000}, at::kFloat)});
+  double want_sq2 = 0;
+  for (size_t i = 1; i < 1001; ++i) want_sq2 += static_cast<double>(v[i]) * v[i];
+  int64_t want_zeros2 = 0;
+  for (size_t i = 1; i < 1001; ++i) want_zeros2 += v[i] == 0.0f;
+  EXPECT_NEAR(lanes.sum_sq, want_sq + want_sq2, 1e-4);
+  EXPECT_EQ(lanes.zeros, want_zeros + want_zeros2);  // 144 + 143
+  EXPECT_EQ(lanes.numel, 2003);
+  EXPECT_DOUBLE_EQ(tensor_stats({at::from_blob(v.data(), {1003}, at::kFloat)}, false).sum_sq,
+                   tensor_stats({at::from_blob(v.data(), {1003}, at::kFloat)}).sum_sq);
   TensorStats lite = tensor_stats({at::tensor({0.0f, 2.0f})}, /*full=*/false);
   EXPECT_DOUBLE_EQ(lite.sum_sq, 4.0);
   EXPECT_EQ(lite.zeros, 0);  // not counted when not asked for
