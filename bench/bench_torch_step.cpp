@@ -148,6 +148,56 @@ BENCHMARK(BM_TelemetryOptimizerNorms)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosec
 BENCHMARK(BM_TelemetryBatchHash)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TelemetryWriteStepRecord)->Unit(benchmark::kMicrosecond);
 
+// Whole steps, bare and with telemetry + detection, alternating in one process (and alternating which
+// goes first) so that a noisy moment hits both: `rounds` rounds of `steps` steps each; reports the
+// median of the per-round overheads. A step with telemetry is the time between consecutive step
+// records (so it includes writing the record), plus the triage's time per step.
+void BM_StepOverheadAlternating(benchmark::State& st) {
+  const int steps = static_cast<int>(st.range(1)), rounds = static_cast<int>(st.range(2));
+  const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-overhead").string();
+  std::vector<double> pct, bare_ms, tel_ms;
+  for (auto _ : st) {
+    for (int r = 0; r < rounds; ++r) {
+      if (r % 2 == 0) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
+      RankOptions o;
+      o.scenario = config(st, steps + 1);
+      o.run_dir = dir;
+      o.threads = 1;
+      o.run_t0 = 1;
+      train_rank(o);
+      std::vector<double> ms;
+      auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
+      double prev_t = -1;
+      for (const auto& rec : recs) {
+        if (rec.kind != RecordKind::step) continue;
+        if (prev_t >= 0) ms.push_back(1000.0 * (rec.t - prev_t));
+        prev_t = rec.t;
+      }
+      std::sort(ms.begin(), ms.end());
+      Triage tri(DetectorConfig{1});
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const auto& rec : recs) tri.observe(rec);
+      tri.finish(recs.back().t);
+      const double detect =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+      tel_ms.push_back(ms[ms.size() / 2] + detect);
+      if (r % 2 == 1) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
+      pct.push_back(100.0 * (tel_ms.back() / bare_ms.back() - 1.0));
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  st.counters["bare_ms"] = median(bare_ms);
+  st.counters["with_telemetry_ms"] = median(tel_ms);
+  st.counters["overhead_pct_median"] = median(pct);
+  st.counters["overhead_pct_min"] = *std::min_element(pct.begin(), pct.end());
+  st.counters["overhead_pct_max"] = *std::max_element(pct.begin(), pct.end());
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_StepOverheadAlternating)->Args({1, 100, 9})->Unit(benchmark::kMillisecond)->Iterations(1);
+
 // Args: {0 = large, 1 = small; steps timed}
 BENCHMARK(BM_StepBare)->Args({0, 5})->Args({1, 20})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_StepWithTelemetryAndDetection)

@@ -342,7 +342,8 @@ RankResult train_rank(const RankOptions& o) {
         model->set_inject_inf(act.inject_inf && m == 0);
         at::Tensor loss = model->loss(x, y);
         loss_sum += loss.item<double>();
-        if (!act.skip_backward) (loss * (pr.scaler.scale / sc.grad_accum)).backward();
+        const double factor = pr.scaler.scale / sc.grad_accum;  // fp16 loss scale; mean over micro-batches
+        if (!act.skip_backward) (factor == 1.0 ? loss : loss * factor).backward();
       }
       for (auto& p : params)
         if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
