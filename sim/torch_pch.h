@@ -10,6 +10,4 @@
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/init.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 #include <torch/autograd.h>

@@ -1,6 +1,8 @@
 // The fused optimizers against torch::optim (the definition they follow), their norms against ATen,
 // checkpoint round trips, and the one-pass gradient statistics.
 #include <gtest/gtest.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
