@@ -43,32 +43,48 @@ void BM_StepBare(benchmark::State& st) {
   st.SetLabel(st.range(0) == 0 ? "gpt 4x128 block 128 batch 16" : "gpt 2x64 block 64 batch 8");
 }
 
+// One run of train_rank on one rank, then its records through a Triage. step_ms: the median time
+// between consecutive step records (so it includes writing the record); detect_ms: triage time per step.
+struct WithTelemetry {
+  double step_ms = 0, detect_ms = 0;
+};
+WithTelemetry run_with_telemetry(const Scenario& s, int steps, const std::string& dir) {
+  RankOptions o;
+  o.scenario = s;
+  o.scenario.steps = steps + 1;
+  o.run_dir = dir;
+  o.threads = 1;
+  o.run_t0 = 1;
+  train_rank(o);
+  std::vector<double> ms;
+  auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
+  double prev_t = -1;
+  for (const auto& r : recs) {
+    if (r.kind != RecordKind::step) continue;
+    if (prev_t >= 0) ms.push_back(1000.0 * (r.t - prev_t));
+    prev_t = r.t;
+  }
+  std::sort(ms.begin(), ms.end());
+  const auto t0 = std::chrono::steady_clock::now();
+  Triage tri(DetectorConfig{1});
+  for (const auto& r : recs) tri.observe(r);
+  tri.finish(recs.back().t);
+  WithTelemetry w;
+  w.step_ms = ms[ms.size() / 2];
+  w.detect_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+  std::filesystem::remove_all(dir);
+  return w;
+}
+
 void BM_StepWithTelemetryAndDetection(benchmark::State& st) {
   const int steps = static_cast<int>(st.range(1));
   const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-step").string();
-  double detect_ms_per_step = 0;
+  WithTelemetry w;
   for (auto _ : st) {
-    RankOptions o;
-    o.scenario = config(st, steps + 1);
-    o.run_dir = dir;
-    o.threads = 1;
-    o.run_t0 = 1;
-    train_rank(o);
-    std::vector<double> ms;
-    auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
-    for (const auto& r : recs)
-      if (r.kind == RecordKind::step && r.step > 1 && r.step_ms) ms.push_back(*r.step_ms);
-    std::sort(ms.begin(), ms.end());
-    const auto t0 = std::chrono::steady_clock::now();
-    Triage tri(DetectorConfig{1});
-    for (const auto& r : recs) tri.observe(r);
-    tri.finish(recs.back().t);
-    detect_ms_per_step =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
-    st.SetIterationTime((ms[ms.size() / 2] + detect_ms_per_step) / 1000.0);
+    w = run_with_telemetry(config(st, steps), steps, dir);
+    st.SetIterationTime((w.step_ms + w.detect_ms) / 1000.0);
   }
-  st.counters["detect_ms_per_step"] = detect_ms_per_step;
-  std::filesystem::remove_all(dir);
+  st.counters["detect_ms_per_step"] = w.detect_ms;
 }
 
 // The small GPT after one forward + backward: parameters with real gradients.
@@ -159,28 +175,8 @@ void BM_StepOverheadAlternating(benchmark::State& st) {
   for (auto _ : st) {
     for (int r = 0; r < rounds; ++r) {
       if (r % 2 == 0) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
-      RankOptions o;
-      o.scenario = config(st, steps + 1);
-      o.run_dir = dir;
-      o.threads = 1;
-      o.run_t0 = 1;
-      train_rank(o);
-      std::vector<double> ms;
-      auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
-      double prev_t = -1;
-      for (const auto& rec : recs) {
-        if (rec.kind != RecordKind::step) continue;
-        if (prev_t >= 0) ms.push_back(1000.0 * (rec.t - prev_t));
-        prev_t = rec.t;
-      }
-      std::sort(ms.begin(), ms.end());
-      Triage tri(DetectorConfig{1});
-      const auto t0 = std::chrono::steady_clock::now();
-      for (const auto& rec : recs) tri.observe(rec);
-      tri.finish(recs.back().t);
-      const double detect =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
-      tel_ms.push_back(ms[ms.size() / 2] + detect);
+      const WithTelemetry w = run_with_telemetry(config(st, steps), steps, dir);
+      tel_ms.push_back(w.step_ms + w.detect_ms);
       if (r % 2 == 1) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
       pct.push_back(100.0 * (tel_ms.back() / bare_ms.back() - 1.0));
     }
@@ -194,7 +190,6 @@ void BM_StepOverheadAlternating(benchmark::State& st) {
   st.counters["overhead_pct_median"] = median(pct);
   st.counters["overhead_pct_min"] = *std::min_element(pct.begin(), pct.end());
   st.counters["overhead_pct_max"] = *std::max_element(pct.begin(), pct.end());
-  std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_StepOverheadAlternating)->Args({1, 100, 9})->Unit(benchmark::kMillisecond)->Iterations(1);
 
