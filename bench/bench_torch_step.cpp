@@ -1,5 +1,5 @@
-// Harness step time of the GPT configurations, bare (forward, backward, clip, AdamW: measure_step_ms)
-// and as the harness runs it (train_rank on one rank: plus the telemetry signals — local and global
+// Harness step time of the GPT configurations, bare (train_rank with RankOptions::telemetry off: data,
+// forward, backward, clip, AdamW) and as the harness runs it (plus the telemetry signals — local and global
 // grad norms, zero fraction, update and parameter norms, batch hash — the JSONL write, the heartbeat
 // thread, the fault hooks) followed by live detection (the records through a Triage). The ratio is
 // the overhead of telemetry + detection. Manual time: each iteration reports the median step.
@@ -37,54 +37,52 @@ Scenario config(const benchmark::State& st, int steps) {
   return st.range(0) == 0 ? gpt(4, 128, 128, 16, steps) : gpt(2, 64, 64, 8, steps);
 }
 
-void BM_StepBare(benchmark::State& st) {
-  const int steps = static_cast<int>(st.range(1));
-  for (auto _ : st) st.SetIterationTime(measure_step_ms(config(st, steps), steps, 1) / 1000.0);
-  st.SetLabel(st.range(0) == 0 ? "gpt 4x128 block 128 batch 16" : "gpt 2x64 block 64 batch 8");
-}
-
-// One run of train_rank on one rank, then its records through a Triage. step_ms: the median time
-// between consecutive step records (so it includes writing the record); detect_ms: triage time per step.
-struct WithTelemetry {
+// One run of train_rank on one rank, with telemetry or without (RankOptions::telemetry); with it, its
+// records then go through a Triage. step_ms: the median of the steps after the first (each from data
+// to the record written); detect_ms: triage time per step.
+struct TimedRun {
   double step_ms = 0, detect_ms = 0;
 };
-WithTelemetry run_with_telemetry(const Scenario& s, int steps, const std::string& dir) {
+TimedRun timed_run(const Scenario& s, int steps, bool telemetry) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-step").string();
   RankOptions o;
   o.scenario = s;
   o.scenario.steps = steps + 1;
   o.run_dir = dir;
   o.threads = 1;
   o.run_t0 = 1;
-  train_rank(o);
-  std::vector<double> ms;
-  auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
-  double prev_t = -1;
-  for (const auto& r : recs) {
-    if (r.kind != RecordKind::step) continue;
-    if (prev_t >= 0) ms.push_back(1000.0 * (r.t - prev_t));
-    prev_t = r.t;
-  }
+  o.telemetry = telemetry;
+  RankResult res = train_rank(o);
+  std::vector<double> ms(res.step_ms.begin() + 1, res.step_ms.end());
   std::sort(ms.begin(), ms.end());
-  const auto t0 = std::chrono::steady_clock::now();
-  Triage tri(DetectorConfig{1});
-  for (const auto& r : recs) tri.observe(r);
-  tri.finish(recs.back().t);
-  WithTelemetry w;
-  w.step_ms = ms[ms.size() / 2];
-  w.detect_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+  TimedRun run;
+  run.step_ms = ms[ms.size() / 2];
+  if (telemetry) {
+    auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
+    const auto t0 = std::chrono::steady_clock::now();
+    Triage tri(DetectorConfig{1});
+    for (const auto& r : recs) tri.observe(r);
+    tri.finish(recs.back().t);
+    run.detect_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+  }
   std::filesystem::remove_all(dir);
-  return w;
+  return run;
+}
+
+void BM_StepBare(benchmark::State& st) {
+  const int steps = static_cast<int>(st.range(1));
+  for (auto _ : st) st.SetIterationTime(timed_run(config(st, steps), steps, false).step_ms / 1000.0);
+  st.SetLabel(st.range(0) == 0 ? "gpt 4x128 block 128 batch 16" : "gpt 2x64 block 64 batch 8");
 }
 
 void BM_StepWithTelemetryAndDetection(benchmark::State& st) {
   const int steps = static_cast<int>(st.range(1));
-  const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-step").string();
-  WithTelemetry w;
+  TimedRun run;
   for (auto _ : st) {
-    w = run_with_telemetry(config(st, steps), steps, dir);
-    st.SetIterationTime((w.step_ms + w.detect_ms) / 1000.0);
+    run = timed_run(config(st, steps), steps, true);
+    st.SetIterationTime((run.step_ms + run.detect_ms) / 1000.0);
   }
-  st.counters["detect_ms_per_step"] = w.detect_ms;
+  st.counters["detect_ms_per_step"] = run.detect_ms;
 }
 
 // The small GPT after one forward + backward: parameters with real gradients.
@@ -165,19 +163,17 @@ BENCHMARK(BM_TelemetryBatchHash)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TelemetryWriteStepRecord)->Unit(benchmark::kMicrosecond);
 
 // Whole steps, bare and with telemetry + detection, alternating in one process (and alternating which
-// goes first) so that a noisy moment hits both: `rounds` rounds of `steps` steps each; reports the
-// median of the per-round overheads. A step with telemetry is the time between consecutive step
-// records (so it includes writing the record), plus the triage's time per step.
+// goes first) so that a noisy moment hits both: `rounds` rounds of `steps` steps each, the same
+// train_rank with RankOptions::telemetry off and on; reports the median of the per-round overheads.
 void BM_StepOverheadAlternating(benchmark::State& st) {
   const int steps = static_cast<int>(st.range(1)), rounds = static_cast<int>(st.range(2));
-  const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-overhead").string();
   std::vector<double> pct, bare_ms, tel_ms;
   for (auto _ : st) {
     for (int r = 0; r < rounds; ++r) {
-      if (r % 2 == 0) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
-      const WithTelemetry w = run_with_telemetry(config(st, steps), steps, dir);
+      if (r % 2 == 0) bare_ms.push_back(timed_run(config(st, steps), steps, false).step_ms);
+      const TimedRun w = timed_run(config(st, steps), steps, true);
       tel_ms.push_back(w.step_ms + w.detect_ms);
-      if (r % 2 == 1) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
+      if (r % 2 == 1) bare_ms.push_back(timed_run(config(st, steps), steps, false).step_ms);
       pct.push_back(100.0 * (tel_ms.back() / bare_ms.back() - 1.0));
     }
   }
@@ -191,7 +187,7 @@ void BM_StepOverheadAlternating(benchmark::State& st) {
   st.counters["overhead_pct_min"] = *std::min_element(pct.begin(), pct.end());
   st.counters["overhead_pct_max"] = *std::max_element(pct.begin(), pct.end());
 }
-BENCHMARK(BM_StepOverheadAlternating)->Args({1, 100, 9})->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_StepOverheadAlternating)->Args({1, 100, 9})->Args({1, 100, 25})->Unit(benchmark::kMillisecond)->Iterations(1);
 
 // Args: {0 = large, 1 = small; steps timed}
 BENCHMARK(BM_StepBare)->Args({0, 5})->Args({1, 20})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);

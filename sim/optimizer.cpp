@@ -23,9 +23,10 @@ void require_float_contiguous(const at::Tensor& t, const std::string& what) {
     throw std::invalid_argument(what + ": expected a contiguous float32 CPU tensor");
 }
 
-// Sum of squares and zero count in one pass, in GCC/Clang vector types (SSE2 on x86-64: two 4-lane
-// accumulators, compare-to-zero masks subtracted from 4-lane counters; Eigen's count() is scalar).
-// Lanes are combined in a fixed order, so the result does not depend on the data's alignment.
+// Sum of squares and zero count in one pass, in GCC/Clang vector types (SSE2 on x86-64: four 4-lane
+// accumulators, so that the adds' latency is hidden; compare-to-zero masks subtracted from 4-lane
+// counters; Eigen's count() is scalar). Lanes are combined in a fixed order, so the result does not
+// depend on the data's alignment.
 typedef float F4 __attribute__((vector_size(16)));
 typedef int32_t I4 __attribute__((vector_size(16)));
 
@@ -34,31 +35,29 @@ struct SumSqZeros {
   int64_t zeros;
 };
 SumSqZeros sum_sq_and_zeros(const float* p, int64_t n) {
-  F4 acc0 = {0, 0, 0, 0}, acc1 = {0, 0, 0, 0};
+  F4 acc[4] = {};
   int64_t zeros = 0;
   int64_t i = 0;
-  while (i + 8 <= n) {
-    I4 z0 = {0, 0, 0, 0}, z1 = {0, 0, 0, 0};  // -1 per zero; emptied every 2^24 elements
-    const int64_t end = std::min(n - 7, i + (int64_t{1} << 24));
-    for (; i < end; i += 8) {
-      F4 a, b;
-      std::memcpy(&a, p + i, sizeof a);
-      std::memcpy(&b, p + i + 4, sizeof b);
-      acc0 += a * a;
-      acc1 += b * b;
-      z0 += a == 0.0f;
-      z1 += b == 0.0f;
-    }
-    const I4 z = z0 + z1;
-    zeros -= int64_t{z[0]} + z[1] + z[2] + z[3];
+  while (i + 16 <= n) {
+    I4 z[4] = {};  // -1 per zero; emptied every 2^24 elements, long before a lane could overflow
+    const int64_t end = std::min(n - 15, i + (int64_t{1} << 24));
+    for (; i < end; i += 16)
+      for (int j = 0; j < 4; ++j) {
+        F4 a;
+        std::memcpy(&a, p + i + 4 * j, sizeof a);
+        acc[j] += a * a;
+        z[j] += a == 0.0f;
+      }
+    const I4 zs = (z[0] + z[1]) + (z[2] + z[3]);
+    zeros -= int64_t{zs[0]} + zs[1] + zs[2] + zs[3];
   }
   float tail = 0;
   for (; i < n; ++i) {
     tail += p[i] * p[i];
     zeros += p[i] == 0.0f;
   }
-  const F4 acc = acc0 + acc1;
-  return {((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail, zeros};
+  const F4 sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  return {((sum[0] + sum[1]) + (sum[2] + sum[3])) + tail, zeros};
 }
 
 }  // namespace

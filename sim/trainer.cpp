@@ -54,15 +54,17 @@ class Clock {
 // The watchdog: a heartbeat every heartbeat_s with the step and phase, independent of progress.
 class Watchdog {
  public:
-  Watchdog(JsonlWriter& w, const Clock& clock, int rank, double every_s)
-      : w_(w), clock_(clock), rank_(rank), every_(every_s), thread_([this] { loop(); }) {}
+  Watchdog(JsonlWriter& w, const Clock& clock, int rank, double every_s, bool enabled = true)
+      : w_(w), clock_(clock), rank_(rank), every_(every_s) {
+    if (enabled) thread_ = std::thread([this] { loop(); });
+  }
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   void set(int64_t step, const char* phase) {
     step_ = step;
@@ -270,7 +272,7 @@ RankResult train_rank(const RankOptions& o) {
   Comm comm(rank, world, o.master_addr, o.master_port,
             std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
   clock.set_offset(my_start - (o.run_t0 > 0 ? o.run_t0 : comm.shared_start_time(my_start)));
-  Watchdog watchdog(tel, clock, rank, sc.heartbeat_s);
+  Watchdog watchdog(tel, clock, rank, sc.heartbeat_s, o.telemetry);
 
   RankResult result;
   try {
@@ -341,7 +343,7 @@ RankResult train_rank(const RankOptions& o) {
         auto [x, y] = data.batch(ids.data() + m * per_micro, per_micro, false);
         model->set_inject_inf(act.inject_inf && m == 0);
         at::Tensor loss = model->loss(x, y);
-        loss_sum += loss.item<double>();
+        if (o.telemetry || world > 1) loss_sum += loss.item<double>();  // logged; all-reduced with the grads
         const double factor = pr.scaler.scale / sc.grad_accum;  // fp16 loss scale; mean over micro-batches
         if (!act.skip_backward) (factor == 1.0 ? loss : loss * factor).backward();
       }
@@ -356,7 +358,9 @@ RankResult train_rank(const RankOptions& o) {
       std::vector<at::Tensor> grads;
       for (auto& p : params) grads.push_back(p.grad());
       // This rank's own gradient, before the all-reduce (zero_grad_rank's signal); grads stay scaled.
-      const TensorStats local = tensor_stats(grads, /*full=*/world == 1);
+      // Zero count and overflow check: telemetry, and the fp16 scaler's skip decision.
+      const bool full_stats = o.telemetry || pr.scaler.enabled;
+      const TensorStats local = tensor_stats(grads, /*full=*/world == 1 && full_stats);
       const double local_grad_norm = std::sqrt(local.sum_sq) / pr.scaler.scale;
       const double loss = loss_sum / sc.grad_accum;
 
@@ -388,16 +392,17 @@ RankResult train_rank(const RankOptions& o) {
       watchdog.set_phase("optimizer");
       apply_all(faults, Hook::before_optimizer, act);
       const double scale_used = pr.scaler.scale;
-      const TensorStats global = world == 1 ? local : tensor_stats(grads);
+      const TensorStats global = world == 1 ? local : tensor_stats(grads, full_stats);
       const bool found_inf = !global.finite;
       const double grad_norm = std::sqrt(global.sum_sq) / scale_used;
       const bool skipped = pr.scaler.update(found_inf, act.max_loss_scale);
       const double lr = plan.schedule.lr(pr.sched_step);
       UpdateNorms norms;
+      const bool want_norms = o.telemetry || world > 1;  // logged; the cross-rank checksum below
       if (!skipped) {
-        norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip));
+        norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip), want_norms);
         ++pr.opt_step;
-      } else {
+      } else if (want_norms) {
         norms.param_sq = tensor_stats(params, /*full=*/false).sum_sq;
       }
       if (!act.scheduler_frozen) ++pr.sched_step;
@@ -419,31 +424,34 @@ RankResult train_rank(const RankOptions& o) {
         pr.log_step = step;
         pr.log_loss = loss;
       }
-      Record r;
-      r.rank = rank;
-      r.t = clock.t();
-      r.step = pr.log_step;
-      r.opt_step = pr.opt_step;
-      r.loss = pr.log_loss;
-      r.loss_avg = act.freeze_logging ? pr.log_loss : loss_avg;
-      r.lr = lr;
-      r.grad_norm = grad_norm;
-      r.local_grad_norm = local_grad_norm;
-      r.grad_zero_frac = global.numel ? static_cast<double>(global.zeros) / static_cast<double>(global.numel) : 0.0;
-      r.param_norm = param_norm;
-      r.update_norm = update_norm;
-      r.loss_scale = scale_used;
-      r.overflow = found_inf;
-      r.skipped = skipped;
-      r.batch_hash = batch_hash(ids);
-      r.epoch = pr.sampler.epoch;
-      r.samples_seen = pr.samples_seen;
-      r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
-      r.comm_ms = comm_ms;
-      if (step % sc.log_every == 0) tel.write(r);  // real loggers print every N steps
+      if (o.telemetry && step % sc.log_every == 0) {  // real loggers print every N steps
+        Record r;
+        r.rank = rank;
+        r.t = clock.t();
+        r.step = pr.log_step;
+        r.opt_step = pr.opt_step;
+        r.loss = pr.log_loss;
+        r.loss_avg = act.freeze_logging ? pr.log_loss : loss_avg;
+        r.lr = lr;
+        r.grad_norm = grad_norm;
+        r.local_grad_norm = local_grad_norm;
+        r.grad_zero_frac = global.numel ? static_cast<double>(global.zeros) / static_cast<double>(global.numel) : 0.0;
+        r.param_norm = param_norm;
+        r.update_norm = update_norm;
+        r.loss_scale = scale_used;
+        r.overflow = found_inf;
+        r.skipped = skipped;
+        r.batch_hash = batch_hash(ids);
+        r.epoch = pr.sampler.epoch;
+        r.samples_seen = pr.samples_seen;
+        r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
+        r.comm_ms = comm_ms;
+        tel.write(r);
+      }
       pr.step = step;
       result.last_step = step;
       result.losses.push_back(loss);
+      result.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count());
 
       // ---- eval: every rank evaluates its share of the held-out batches; mean over ranks --------------
       if (sc.eval_every > 0 && step % sc.eval_every == 0) {

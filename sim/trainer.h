@@ -29,6 +29,11 @@ struct RankOptions {
   int threads = 0;                 // intra-op threads; 0: hardware cores / local ranks (at least 1)
   double run_t0 = 0;               // wall-clock seconds of the run's start; 0: rank 0's start, shared
   bool keep_params = false;        // return the final parameters (tests)
+  // false: the step without telemetry, to measure what telemetry costs (bench/bench_torch_step.cpp):
+  // no step records, no heartbeat thread, no loss read-back, no zero count or norms beyond what
+  // training needs (the clip's grad norm; the overflow check under fp16; the cross-rank checksum).
+  // Events are still written.
+  bool telemetry = true;
 };
 
 struct RankResult {
@@ -37,7 +42,8 @@ struct RankResult {
   int64_t param_mismatches = 0;    // steps after which parameters differed across ranks (must be 0)
   bool stopped_for_restart = false;
   std::vector<float> params;       // flattened parameters, when keep_params
-  std::vector<double> losses;      // this rank's loss per step
+  std::vector<double> losses;      // this rank's loss per step (0 without telemetry on one rank)
+  std::vector<double> step_ms;     // wall time of each step, data to the record written (ms)
 };
 
 RankResult train_rank(const RankOptions& o);
