@@ -26,6 +26,7 @@
 #include "sim/models.h"
 #include "sim/optimizer.h"
 #include "sim/sampler.h"
+#include "telemetry/async_writer.h"
 #include "telemetry/jsonl.h"
 
 namespace flatline {
@@ -256,6 +257,7 @@ RankResult train_rank(const RankOptions& o) {
 
   fs::create_directories(o.run_dir + "/telemetry");
   JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
+  AsyncRecordWriter out(tel);  // this thread's records, written off the step (heartbeats: the watchdog's own)
   Clock clock(0);
   auto event = [&](const std::string& name, int64_t step, const std::string& detail = "") {
     Record r;
@@ -265,7 +267,7 @@ RankResult train_rank(const RankOptions& o) {
     r.step = step;
     r.name = name;
     r.detail = detail;
-    tel.write(r);
+    out.post(std::move(r));
   };
 
   const double my_start = wall_now();
@@ -446,7 +448,7 @@ RankResult train_rank(const RankOptions& o) {
         r.samples_seen = pr.samples_seen;
         r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
         r.comm_ms = comm_ms;
-        tel.write(r);
+        out.post(std::move(r));
       }
       pr.step = step;
       result.last_step = step;
@@ -475,7 +477,7 @@ RankResult train_rank(const RankOptions& o) {
         e.t = clock.t();
         e.step = step;
         e.eval_loss = s[0].item<double>() / std::max(1.0, s[1].item<double>());
-        tel.write(e);
+        out.post(std::move(e));
         event("eval_end", step);
       }
 

@@ -3,7 +3,9 @@
 // resuming) to `steps`, or to the scenario's restart point, writing telemetry/rank-<r>.jsonl in the run
 // directory: a step record per optimizer step, heartbeats from a watchdog thread, events, eval records.
 // Errors: a collective that fails or times out (a peer died or hung) writes an `error` event and throws
-// RankError; every completed step's record is already on disk (each line is flushed).
+// RankError; every completed step's record is on disk by then (records are written and flushed, one
+// line each, by a background thread within microseconds of the step; train_rank drains it before it
+// returns or throws).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
