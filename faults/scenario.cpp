@@ -223,8 +223,14 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
       if (!b.IsSequence() || b.size() != 2) c.fail(b, "'betas' must be a list of two numbers [beta1, beta2]");
       s.optimizer.beta1 = c.get<double>(b[0], "betas[0]");
       s.optimizer.beta2 = c.get<double>(b[1], "betas[1]");
+      for (int i = 0; i < 2; ++i) {  // torch.optim.AdamW's own check: beta 1 never forgets, > 1 diverges
+        const double beta = i == 0 ? s.optimizer.beta1 : s.optimizer.beta2;
+        if (!(beta >= 0 && beta < 1))
+          c.fail(b[i], fmt::format("'betas[{}]' must be in [0, 1), got {}", i, beta));
+      }
     }
     c.set_min(o, "eps", s.optimizer.eps, 0.0);
+    if (s.optimizer.kind == "sgd") s.optimizer.weight_decay = 0.0;  // torch.optim.SGD's default; AdamW's: 0.1 above
     c.set_min(o, "weight_decay", s.optimizer.weight_decay, 0.0);
     c.set_min(o, "grad_clip", s.optimizer.grad_clip, 0.0);
     c.set_min(o, "momentum", s.optimizer.momentum, 0.0);

@@ -34,7 +34,7 @@ struct OptimizerSpec {
   std::string kind = "adamw";  // adamw | sgd
   double lr = 3.0e-3;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double weight_decay = 0.1;
+  double weight_decay = 0.1;     // adamw; sgd's default is 0 (torch.optim.SGD's), set by the loader
   double grad_clip = 1.0;      // max global L2 norm; 0 = off
   double momentum = 0.0;       // sgd only
 };

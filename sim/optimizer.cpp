@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace flatline {
 namespace {
@@ -95,14 +96,17 @@ Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<at::Tensor> params)
 }
 
 UpdateNorms Optimizer::step(double lr, double grad_mult, bool norms) {
+  for (size_t i = 0; i < params_.size(); ++i) {  // all checked before anything changes
+    const at::Tensor& grad = params_[i].grad();
+    if (!grad.defined()) throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " has no gradient");
+    require_float_contiguous(grad, "optimizer: gradient of parameter " + std::to_string(i));
+  }
   UpdateNorms out;
   ++steps_;
   const auto gm = static_cast<float>(grad_mult);
   Eigen::ArrayXf next;  // the new parameter values, so that the update actually applied can be summed
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& grad = params_[i].grad();
-    if (!grad.defined()) throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " has no gradient");
-    require_float_contiguous(grad, "optimizer: gradient of parameter " + std::to_string(i));
     Arr p = arr(params_[i]), m = arr(m_[i]);
     ConstArr g0 = carr(grad);
     const auto g = g0 * gm;
@@ -138,24 +142,38 @@ UpdateNorms Optimizer::step(double lr, double grad_mult, bool norms) {
 }
 
 void Optimizer::save(torch::serialize::OutputArchive& ar) const {
+  ar.write("kind", c10::IValue(spec_.kind));
+  ar.write("tensors", at::tensor({static_cast<int64_t>(params_.size())}, at::kLong));
   ar.write("step", at::tensor({steps_}, at::kLong));
   for (size_t i = 0; i < m_.size(); ++i) ar.write("m." + std::to_string(i), m_[i]);
   for (size_t i = 0; i < v_.size(); ++i) ar.write("v." + std::to_string(i), v_[i]);
 }
 
 void Optimizer::load(torch::serialize::InputArchive& ar) {
+  c10::IValue kind;
+  at::Tensor count;
+  if (!ar.try_read("kind", kind) || !kind.isString() || !ar.try_read("tensors", count))
+    throw std::runtime_error("optimizer state: not written by this optimizer (no kind / tensor count)");
+  if (kind.toStringRef() != spec_.kind)
+    throw std::runtime_error("optimizer state is for '" + kind.toStringRef() + "', this run's optimizer is '" +
+                             spec_.kind + "'");
+  if (count.item<int64_t>() != static_cast<int64_t>(params_.size()))
+    throw std::runtime_error("optimizer state holds " + std::to_string(count.item<int64_t>()) +
+                             " parameter tensors, this model has " + std::to_string(params_.size()));
   at::Tensor step;
   ar.read("step", step);
-  steps_ = step.item<int64_t>();
+  std::vector<std::pair<at::Tensor*, at::Tensor>> loaded;  // read and checked first, then copied
   auto read_into = [&](const std::string& name, at::Tensor& dst) {
     at::Tensor t;
     ar.read(name, t);
     if (!t.sizes().equals(dst.sizes()) || t.scalar_type() != dst.scalar_type())
       throw std::runtime_error("optimizer state '" + name + "' does not match the model's parameter");
-    dst.copy_(t);
+    loaded.emplace_back(&dst, t);
   };
   for (size_t i = 0; i < m_.size(); ++i) read_into("m." + std::to_string(i), m_[i]);
   for (size_t i = 0; i < v_.size(); ++i) read_into("v." + std::to_string(i), v_[i]);
+  for (auto& [dst, t] : loaded) dst->copy_(t);
+  steps_ = step.item<int64_t>();
 }
 
 }  // namespace flatline

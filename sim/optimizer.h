@@ -49,7 +49,9 @@ class Optimizer {
   // `norms` = false skips the two sums (the bare step of measure_step_ms).
   UpdateNorms step(double lr, double grad_mult = 1.0, bool norms = true);
   int64_t steps() const { return steps_; }
-  // State as named tensors ("step", "m.<i>", "v.<i>" / "buf.<i>") in a torch archive.
+  // State as named records ("kind", "tensors", "step", "m.<i>", "v.<i>") in a torch archive. load()
+  // throws std::runtime_error if the state is for another optimizer kind or number of tensors, or a
+  // tensor's shape differs (the parameters are not modified then).
   void save(torch::serialize::OutputArchive& ar) const;
   void load(torch::serialize::InputArchive& ar);
 

@@ -3,6 +3,7 @@
 #include "sim/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -174,10 +175,37 @@ struct Progress {  // everything besides model and optimizer that a checkpoint m
   double log_loss = 0;
 };
 
+// "name [d0, d1, ...]" per parameter, one per line: what a checkpoint's model must match on resume.
+std::string model_layout(const TrainModel& model) {
+  std::string s;
+  for (const auto& p : model.named_parameters())
+    s += fmt::format("{} [{}]\n", p.key(), fmt::join(p.value().sizes(), ", "));
+  return s;
+}
+
+// Refuses a checkpoint written by a different model (LibTorch's loader would replace each parameter by
+// the saved tensor whatever its shape, or hand one layer's optimizer state to another of equal shape).
+void check_model_layout(const std::string& file, const std::string& saved, const std::string& ours) {
+  if (saved == ours) return;
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    for (size_t at = 0, end; at < s.size(); at = end + 1) v.push_back(s.substr(at, (end = s.find('\n', at)) - at));
+    return v;
+  };
+  const auto a = lines(saved), b = lines(ours);
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  throw std::runtime_error(fmt::format(
+      "{}: the checkpoint was written by a different model ({} parameter tensors, this scenario's has {}); "
+      "first difference at parameter {}: checkpoint '{}', scenario '{}'",
+      file, a.size(), b.size(), i, i < a.size() ? a[i] : "(none)", i < b.size() ? b[i] : "(none)"));
+}
+
 void save_checkpoint(const std::string& dir, int rank, TrainModel& model, const Optimizer& opt,
                      const Progress& p) {
   fs::create_directories(dir);
   torch::serialize::OutputArchive ar, opt_ar;
+  ar.write("model_layout", c10::IValue(model_layout(model)));
   model.save(ar);
   opt.save(opt_ar);
   ar.write("optimizer", opt_ar);
@@ -192,7 +220,12 @@ void save_checkpoint(const std::string& dir, int rank, TrainModel& model, const 
 
 Progress load_checkpoint(const std::string& dir, int rank, TrainModel& model, Optimizer& opt) {
   torch::serialize::InputArchive ar, opt_ar;
-  ar.load_from(fmt::format("{}/rank-{}.pt", dir, rank));
+  const std::string file = fmt::format("{}/rank-{}.pt", dir, rank);
+  ar.load_from(file);
+  c10::IValue layout;
+  if (!ar.try_read("model_layout", layout) || !layout.isString())
+    throw std::runtime_error(file + ": not a flatline checkpoint (no model_layout record)");
+  check_model_layout(file, layout.toStringRef(), model_layout(model));
   model.load(ar);
   ar.read("optimizer", opt_ar);
   opt.load(opt_ar);

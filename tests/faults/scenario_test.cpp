@@ -24,6 +24,15 @@ std::string load_error(const std::string& yaml) {
   return "";
 }
 
+TEST(Scenario, SgdDefaultsToTorchsWeightDecayOfZero) {
+  auto sgd = load_scenario_text("name: x\noptimizer: {kind: sgd, lr: 0.1}\nexpect: {cause: healthy}\n", "t.yaml");
+  EXPECT_EQ(sgd.optimizer.weight_decay, 0.0);
+  auto sgd_wd = load_scenario_text("name: x\noptimizer: {kind: sgd, weight_decay: 0.01}\nexpect: {cause: healthy}\n", "t.yaml");
+  EXPECT_EQ(sgd_wd.optimizer.weight_decay, 0.01);
+  auto adamw = load_scenario_text("name: x\noptimizer: {kind: adamw}\nexpect: {cause: healthy}\n", "t.yaml");
+  EXPECT_EQ(adamw.optimizer.weight_decay, 0.1);
+}
+
 TEST(Scenario, DesignExampleLoadsWithItsValues) {
   const std::string path = test_data("scenarios/lr_cosine_400_of_1000.yaml");
   Scenario s = load_scenario_file(path);
@@ -233,6 +242,10 @@ TEST(Scenario, OtherValueErrors) {
             "t.yaml:2:17: 'cause': expected data_replay | healthy | loss_scale_collapse | lr_zero | run_not_alive | "
             "straggler | zero_grad_rank, got 'lr_zero_typo'");
   EXPECT_EQ(load_error("name: x\nsteps: 0\nexpect: {cause: healthy}\n"), "t.yaml:2:8: 'steps' must be >= 1, got 0");
+  EXPECT_EQ(load_error("name: x\noptimizer: {kind: adamw, betas: [0.9, 1.0]}\nexpect: {cause: healthy}\n"),
+            "t.yaml:2:39: 'betas[1]' must be in [0, 1), got 1");
+  EXPECT_EQ(load_error("name: x\noptimizer: {betas: [-0.1, 0.99]}\nexpect: {cause: healthy}\n"),
+            "t.yaml:2:21: 'betas[0]' must be in [0, 1), got -0.1");
   EXPECT_EQ(load_error("name: x\nrestart: {at: 5}\nexpect: {cause: healthy}\n"),
             "t.yaml:2:10: 'restart' needs 'checkpoint: {every: N}' to resume from");
   EXPECT_EQ(load_error("name: x\nmodel: {kind: cnn}\nexpect: {cause: healthy}\n"),

@@ -41,6 +41,15 @@ TEST(GeluTanh, KnownValuesAndShape) {
   EXPECT_EQ(y[4].item<float>(), 20.0f);
   at::Tensor inf = gelu_tanh(at::tensor({std::numeric_limits<float>::infinity()}));
   EXPECT_TRUE(std::isinf(inf[0].item<float>()));
+  // far tails: the gradient is exactly 1 or 0, as at::gelu's, not 0 * inf = nan
+  at::Tensor far = at::tensor({2e13f, -2e13f, 3e38f, -1e5f}).requires_grad_(true);
+  gelu_tanh(far).sum().backward();
+  at::Tensor ref = far.detach().clone().requires_grad_(true);
+  at::gelu(ref, "tanh").sum().backward();
+  for (int i : {0, 1, 3}) EXPECT_EQ(far.grad()[i].item<float>(), ref.grad()[i].item<float>()) << i;
+  EXPECT_EQ(far.grad()[0].item<float>(), 1.0f);
+  EXPECT_EQ(far.grad()[1].item<float>(), 0.0f);
+  EXPECT_EQ(far.grad()[2].item<float>(), 1.0f);  // at::gelu's own backward gives nan at 3e38
   EXPECT_THROW(gelu_tanh(at::zeros({2}, at::kDouble)), c10::Error);
 }
 

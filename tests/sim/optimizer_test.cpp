@@ -149,6 +149,38 @@ TEST(Optimizer, SaveAndLoadContinueBitIdentically) {
   }
 }
 
+TEST(Optimizer, LoadRefusesStateOfAnotherKindOrSize) {
+  auto ps = make_params(6);
+  OptimizerSpec adamw, sgd;
+  sgd.kind = "sgd";
+  sgd.momentum = 0.9;
+  Optimizer a(adamw, ps);
+  set_grads(ps, 1);
+  a.step(1e-2);
+  torch::serialize::OutputArchive out;
+  a.save(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  auto expect_refused = [&](Optimizer& o, const std::string& what) {
+    torch::serialize::InputArchive in;
+    buf.seekg(0);
+    in.load_from(buf);
+    try {
+      o.load(in);
+      FAIL() << "accepted: " << what;
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(e.what(), what);
+    }
+    EXPECT_EQ(o.steps(), 0);
+  };
+  Optimizer other_kind(sgd, clones(ps));
+  expect_refused(other_kind, "optimizer state is for 'adamw', this run's optimizer is 'sgd'");
+  auto fewer = clones(ps);
+  fewer.pop_back();
+  Optimizer other_size(adamw, fewer);
+  expect_refused(other_size, "optimizer state holds 4 parameter tensors, this model has 3");
+}
+
 TEST(Optimizer, RejectsWhatItCannotUpdate) {
   at::Tensor t = at::randn({4, 6}).t().requires_grad_(true);  // a non-contiguous view
   try {
@@ -162,6 +194,13 @@ TEST(Optimizer, RejectsWhatItCannotUpdate) {
   EXPECT_THROW(Optimizer(bad, {at::zeros({3})}), std::invalid_argument);
   Optimizer opt(OptimizerSpec{}, {at::zeros({3}).requires_grad_(true)});
   EXPECT_THROW(opt.step(1e-3), std::invalid_argument);  // no gradient yet
+  EXPECT_EQ(opt.steps(), 0);                             // a refused step is not counted
+  std::vector<at::Tensor> two = {at::ones({3}).requires_grad_(true), at::ones({4, 2}).requires_grad_(true)};
+  two[0].mutable_grad() = at::ones({3});
+  two[1].mutable_grad() = at::ones({2, 4}).t();  // a non-contiguous gradient on the second tensor
+  Optimizer partial(OptimizerSpec{}, two);
+  EXPECT_THROW(partial.step(1e-3), std::invalid_argument);
+  EXPECT_EQ(two[0].detach().sum().item<float>(), 3.0f);  // the first tensor was not updated either
 }
 
 TEST(TensorStats, SumOfSquaresZerosAndFiniteness) {

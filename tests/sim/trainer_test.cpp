@@ -92,6 +92,41 @@ TEST_P(ResumeAt, ResumedRunReproducesUninterruptedTelemetryBitExactly) {
   }
 }
 
+// Resuming under a scenario whose model or optimizer differs from the checkpoint's is refused with an
+// error naming the checkpoint and the difference (LibTorch's loader alone would take the saved tensors
+// whatever their shapes, or give one layer's Adam moments to another layer of the same shape).
+TEST(Resume, RefusesACheckpointOfAnotherModelOrOptimizer) {
+  Scenario s = tiny_gpt(1, 4);
+  s.checkpoint_every = 2;
+  const std::string dir = temp_dir("mismatch");
+  run_ranks(s, dir);
+  auto resume_error = [&](const Scenario& changed) {
+    RankOptions o;
+    o.scenario = changed;
+    o.run_dir = dir;
+    o.threads = 1;
+    o.resume = true;
+    o.run_t0 = 1.0;
+    o.master_port = test_port();
+    try {
+      train_rank(o);
+    } catch (const RankError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(resumed)");
+  };
+  Scenario wider = s;
+  wider.model.n_embd = 16;
+  EXPECT_EQ(resume_error(wider),
+            dir + "/checkpoints/step-00000004/rank-0.pt: the checkpoint was written by a different model (16 "
+                  "parameter tensors, this scenario's has 16); first difference at parameter 0: checkpoint "
+                  "'wte.weight [256, 32]', scenario 'wte.weight [256, 16]'");
+  Scenario sgd = s;
+  sgd.optimizer.kind = "sgd";
+  EXPECT_EQ(resume_error(sgd), "optimizer state is for 'adamw', this run's optimizer is 'sgd'");
+  EXPECT_EQ(resume_error(s), "(resumed)");  // the same scenario still resumes
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryCheckpoint, ResumeAt,
                          ::testing::Combine(::testing::Values(3, 5, 7, 9), ::testing::Values("fp32", "fp16")));
 
