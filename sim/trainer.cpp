@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "faults/fault.h"
@@ -189,7 +190,8 @@ void check_model_layout(const std::string& file, const std::string& saved, const
   if (saved == ours) return;
   auto lines = [](const std::string& s) {
     std::vector<std::string> v;
-    for (size_t at = 0, end; at < s.size(); at = end + 1) v.push_back(s.substr(at, (end = s.find('\n', at)) - at));
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
     return v;
   };
   const auto a = lines(saved), b = lines(ours);
