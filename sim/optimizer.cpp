@@ -69,17 +69,22 @@ TensorStats tensor_stats(const std::vector<at::Tensor>& ts, bool full) {
     require_float_contiguous(ts[i], "tensor_stats: tensor " + std::to_string(i));
     ConstArr a = carr(ts[i]);
     s.numel += a.size();
-    if (!full) {
-      s.sum_sq += a.matrix().squaredNorm();  // per tensor in float, summed in double
-      continue;
+    double sq;  // per tensor in float lanes, summed over tensors in double
+    if (full) {
+      const SumSqZeros one = sum_sq_and_zeros(a.data(), a.size());
+      sq = one.sum_sq;
+      s.zeros += one.zeros;
+    } else {
+      sq = a.matrix().squaredNorm();
     }
-    const SumSqZeros one = sum_sq_and_zeros(a.data(), a.size());
-    const float sq = one.sum_sq;
+    // A non-finite sum means inf or nan in the tensor, or finite values whose squares overflow float
+    // (|g| above ~1.8e19: a gradient still multiplied by a large loss scale). Only then, rarely, is each
+    // element checked, and a finite tensor summed again in double.
+    if (!std::isfinite(sq)) {
+      if (a.isFinite().all()) sq = a.cast<double>().square().sum();
+      else s.finite = false;
+    }
     s.sum_sq += sq;
-    s.zeros += one.zeros;
-    // inf or nan anywhere makes the sum non-finite; only then (rare) is each element checked, since
-    // finite values above ~1.8e19 also overflow the sum of squares.
-    if (!std::isfinite(sq) && !a.isFinite().all()) s.finite = false;
   }
   return s;
 }

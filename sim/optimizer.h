@@ -28,7 +28,9 @@ class OutputArchive;
 namespace flatline {
 
 // Sum of squares, zero count and finiteness of a set of float32 tensors in one pass (float lanes,
-// fixed order: deterministic). `full` = false computes the sum of squares only.
+// fixed order: deterministic). `full` = false computes the sum of squares (and finiteness) only. A
+// finite tensor whose squares overflow float is summed again in double, so sum_sq is inf or nan only
+// when an element is.
 struct TensorStats {
   double sum_sq = 0;
   int64_t zeros = 0, numel = 0;

@@ -212,9 +212,12 @@ TEST(TensorStats, SumOfSquaresZerosAndFiniteness) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_FALSE(tensor_stats({at::tensor({1.0f}), at::tensor({2.0f, -inf})}).finite);
   EXPECT_FALSE(tensor_stats({at::tensor({nan, 0.0f})}).finite);
-  TensorStats big = tensor_stats({at::tensor({3e20f, 1.0f})});  // finite, but its square overflows float
-  EXPECT_TRUE(big.finite);
-  EXPECT_TRUE(std::isinf(big.sum_sq));
+  for (bool full : {true, false}) {  // finite, but its square overflows float: summed again in double
+    TensorStats big = tensor_stats({at::tensor({3e20f, 1.0f}), at::tensor({2.0f})}, full);
+    EXPECT_TRUE(big.finite);
+    EXPECT_DOUBLE_EQ(big.sum_sq, static_cast<double>(3e20f) * static_cast<double>(3e20f) + 1.0 + 4.0);
+  }
+  EXPECT_FALSE(tensor_stats({at::tensor({-inf, 1.0f})}, /*full=*/false).finite);
   // long enough for the vector lanes and a tail: every 7th element zero, the rest 0.5 or -0.25
   std::vector<float> v(1003);
   double want_sq = 0;
