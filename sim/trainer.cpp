@@ -176,9 +176,12 @@ struct Progress {  // everything besides model and optimizer that a checkpoint m
   double log_loss = 0;
 };
 
-// "name [d0, d1, ...]" per parameter, one per line: what a checkpoint's model must match on resume.
-std::string model_layout(const TrainModel& model) {
-  std::string s;
+// The model's spec, then "name [d0, d1, ...]" per parameter, one per line: what a checkpoint's model
+// must match on resume.
+std::string model_layout(const ModelSpec& m, const TrainModel& model) {
+  // the architecture first: some changes (n_head) keep every parameter's shape
+  std::string s = fmt::format("model {} n_layer {} n_head {} n_embd {} block_size {} tied_head {} channels {} hidden {}\n",
+                              m.kind, m.n_layer, m.n_head, m.n_embd, m.block_size, m.tied_head, m.channels, m.hidden);
   for (const auto& p : model.named_parameters())
     s += fmt::format("{} [{}]\n", p.key(), fmt::join(p.value().sizes(), ", "));
   return s;
@@ -199,15 +202,15 @@ void check_model_layout(const std::string& file, const std::string& saved, const
   while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
   throw std::runtime_error(fmt::format(
       "{}: the checkpoint was written by a different model ({} parameter tensors, this scenario's has {}); "
-      "first difference at parameter {}: checkpoint '{}', scenario '{}'",
-      file, a.size(), b.size(), i, i < a.size() ? a[i] : "(none)", i < b.size() ? b[i] : "(none)"));
+      "first difference: checkpoint '{}', scenario '{}'",
+      file, a.size() - 1, b.size() - 1, i < a.size() ? a[i] : "(none)", i < b.size() ? b[i] : "(none)"));
 }
 
-void save_checkpoint(const std::string& dir, int rank, TrainModel& model, const Optimizer& opt,
-                     const Progress& p) {
+void save_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model,
+                     const Optimizer& opt, const Progress& p) {
   fs::create_directories(dir);
   torch::serialize::OutputArchive ar, opt_ar;
-  ar.write("model_layout", c10::IValue(model_layout(model)));
+  ar.write("model_layout", c10::IValue(model_layout(spec, model)));
   model.save(ar);
   opt.save(opt_ar);
   ar.write("optimizer", opt_ar);
@@ -220,17 +223,21 @@ void save_checkpoint(const std::string& dir, int rank, TrainModel& model, const 
   fs::rename(path + ".tmp", path);
 }
 
-Progress load_checkpoint(const std::string& dir, int rank, TrainModel& model, Optimizer& opt) {
+Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model, Optimizer& opt) {
   torch::serialize::InputArchive ar, opt_ar;
   const std::string file = fmt::format("{}/rank-{}.pt", dir, rank);
   ar.load_from(file);
   c10::IValue layout;
   if (!ar.try_read("model_layout", layout) || !layout.isString())
     throw std::runtime_error(file + ": not a flatline checkpoint (no model_layout record)");
-  check_model_layout(file, layout.toStringRef(), model_layout(model));
+  check_model_layout(file, layout.toStringRef(), model_layout(spec, model));
   model.load(ar);
   ar.read("optimizer", opt_ar);
-  opt.load(opt_ar);
+  try {
+    opt.load(opt_ar);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(file + ": " + e.what());
+  }
   at::Tensor pi, pf, rng;
   ar.read("progress", pi);
   ar.read("progress_f", pf);
@@ -308,7 +315,17 @@ RankResult train_rank(const RankOptions& o) {
   const double my_start = wall_now();
   Comm comm(rank, world, o.master_addr, o.master_port,
             std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
-  clock.set_offset(my_start - (o.run_t0 > 0 ? o.run_t0 : comm.shared_start_time(my_start)));
+  // The run's origin: given (the launcher's), else the one the first start recorded (a resume under
+  // another launcher continues the run's clock), else rank 0's start, shared.
+  const std::string origin_file = o.run_dir + "/checkpoints/run_t0";
+  double t0 = o.run_t0;
+  if (t0 <= 0 && o.resume) std::ifstream(origin_file) >> t0;
+  if (!(t0 > 0)) t0 = comm.shared_start_time(my_start);
+  clock.set_offset(my_start - t0);
+  if (rank == 0 && !o.resume) {
+    fs::create_directories(o.run_dir + "/checkpoints");
+    std::ofstream(origin_file) << fmt::format("{:.6f}\n", t0);
+  }
   Watchdog watchdog(tel, clock, rank, sc.heartbeat_s, o.telemetry);
 
   RankResult result;
@@ -340,7 +357,7 @@ RankResult train_rank(const RankOptions& o) {
       if (ck < 0) throw RankError(fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint",
                                               rank, o.run_dir));
       const LossScaler configured = pr.scaler;
-      pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, *model, opt);
+      pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt);
       pr.scaler.enabled = configured.enabled;  // settings come from the scenario, state from the checkpoint
       pr.scaler.growth_interval = configured.growth_interval;
       ResumeActions ra;
@@ -520,7 +537,7 @@ RankResult train_rank(const RankOptions& o) {
       if (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) {
         watchdog.set_phase("checkpoint");
         const std::string dir = checkpoint_dir(o.run_dir, step);
-        save_checkpoint(dir, rank, *model, opt, pr);
+        save_checkpoint(dir, rank, sc.model, *model, opt, pr);
         comm.barrier();
         if (rank == 0) std::ofstream(dir + "/COMPLETE") << step << "\n";
         event("checkpoint_save", step, dir);

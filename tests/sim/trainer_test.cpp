@@ -1,7 +1,9 @@
 // Data-parallel training, determinism and resume: real ranks over c10d Gloo, exact values.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "tests/sim/ranks.h"
 
@@ -115,16 +117,54 @@ TEST(Resume, RefusesACheckpointOfAnotherModelOrOptimizer) {
     }
     return std::string("(resumed)");
   };
+  const std::string file = dir + "/checkpoints/step-00000004/rank-0.pt";
   Scenario wider = s;
   wider.model.n_embd = 16;
   EXPECT_EQ(resume_error(wider),
-            dir + "/checkpoints/step-00000004/rank-0.pt: the checkpoint was written by a different model (16 "
-                  "parameter tensors, this scenario's has 16); first difference at parameter 0: checkpoint "
-                  "'wte.weight [256, 32]', scenario 'wte.weight [256, 16]'");
+            file + ": the checkpoint was written by a different model (16 parameter tensors, this scenario's has "
+                   "16); first difference: checkpoint 'model gpt n_layer 1 n_head 2 n_embd 32 block_size 32 "
+                   "tied_head true channels 16 hidden 64', scenario 'model gpt n_layer 1 n_head 2 n_embd 16 "
+                   "block_size 32 tied_head true channels 16 hidden 64'");
+  Scenario more_heads = s;  // every parameter keeps its shape: only the spec tells
+  more_heads.model.n_head = 4;
+  EXPECT_NE(resume_error(more_heads).find("scenario 'model gpt n_layer 1 n_head 4 n_embd 32"), std::string::npos);
   Scenario sgd = s;
   sgd.optimizer.kind = "sgd";
-  EXPECT_EQ(resume_error(sgd), "optimizer state is for 'adamw', this run's optimizer is 'sgd'");
+  EXPECT_EQ(resume_error(sgd), file + ": optimizer state is for 'adamw', this run's optimizer is 'sgd'");
   EXPECT_EQ(resume_error(s), "(resumed)");  // the same scenario still resumes
+}
+
+// A resume under another launcher (no run origin given, as `flatline worker --resume`) continues the
+// run's clock from the origin the first start recorded: t does not restart at 0.
+TEST(Resume, WithoutAGivenOriginContinuesTheRunsClock) {
+  Scenario s = tiny_gpt(1, 6);
+  s.checkpoint_every = 2;
+  s.restart_at = 4;
+  const std::string dir = temp_dir("origin");
+  auto launch = [&](bool resume) {
+    RankOptions o;
+    o.scenario = s;
+    o.run_dir = dir;
+    o.threads = 1;
+    o.resume = resume;
+    o.run_t0 = 0;  // not given
+    o.master_port = test_port();
+    train_rank(o);
+  };
+  launch(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  launch(true);
+  double last_before = -1, first_after = -1;
+  bool resumed = false;
+  for (const auto& r : read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr)) {
+    if (r.kind == RecordKind::event && r.name == "resume") resumed = true;
+    if (r.kind != RecordKind::step) continue;
+    if (!resumed) last_before = r.t;
+    else if (first_after < 0) first_after = r.t;
+  }
+  ASSERT_TRUE(resumed);
+  ASSERT_GT(last_before, 0);
+  EXPECT_GT(first_after, last_before + 0.4);  // the pause between the launches is on the run's clock
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryCheckpoint, ResumeAt,
