@@ -54,10 +54,10 @@ class Clock {
   std::chrono::steady_clock::time_point start_;
 };
 
-// The watchdog: a heartbeat every heartbeat_s with the step and phase, independent of progress.
+// The watchdog: a heartbeat at start and every heartbeat_s with the step and phase, independent of progress.
 class Watchdog {
  public:
-  Watchdog(JsonlWriter& w, const Clock& clock, int rank, double every_s, bool enabled = true)
+  Watchdog(AsyncRecordWriter& w, const Clock& clock, int rank, double every_s, bool enabled = true)
       : w_(w), clock_(clock), rank_(rank), every_(every_s) {
     if (enabled) thread_ = std::thread([this] { loop(); });
   }
@@ -76,9 +76,10 @@ class Watchdog {
   void set_phase(const char* phase) { phase_ = phase; }
 
  private:
+  // The first heartbeat at once: a run shorter than one interval still shows its rank alive.
   void loop() {
     std::unique_lock<std::mutex> l(mu_);
-    while (!cv_.wait_for(l, std::chrono::duration<double>(every_), [this] { return stop_; })) {
+    do {
       Record r;
       r.kind = RecordKind::heartbeat;
       r.rank = rank_;
@@ -86,12 +87,12 @@ class Watchdog {
       r.step = step_;
       r.phase = phase_.load();
       try {
-        w_.write(r);
+        w_.post(std::move(r));  // through the step records' queue: the file keeps the order of t
       } catch (...) {  // a full disk must not kill training from a side thread
       }
-    }
+    } while (!cv_.wait_for(l, std::chrono::duration<double>(every_), [this] { return stop_; }));
   }
-  JsonlWriter& w_;
+  AsyncRecordWriter& w_;
   const Clock& clock_;
   int rank_;
   double every_;
@@ -299,7 +300,7 @@ RankResult train_rank(const RankOptions& o) {
 
   fs::create_directories(o.run_dir + "/telemetry");
   JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
-  AsyncRecordWriter out(tel);  // this thread's records, written off the step (heartbeats: the watchdog's own)
+  AsyncRecordWriter out(tel);  // every record of this rank, written off the step in the order posted
   Clock clock(0);
   auto event = [&](const std::string& name, int64_t step, const std::string& detail = "") {
     Record r;
@@ -326,7 +327,7 @@ RankResult train_rank(const RankOptions& o) {
     fs::create_directories(o.run_dir + "/checkpoints");
     std::ofstream(origin_file) << fmt::format("{:.6f}\n", t0);
   }
-  Watchdog watchdog(tel, clock, rank, sc.heartbeat_s, o.telemetry);
+  Watchdog watchdog(out, clock, rank, sc.heartbeat_s, o.telemetry);
 
   RankResult result;
   try {
