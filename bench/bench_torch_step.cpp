@@ -37,13 +37,13 @@ Scenario config(const benchmark::State& st, int steps) {
   return st.range(0) == 0 ? gpt(4, 128, 128, 16, steps) : gpt(2, 64, 64, 8, steps);
 }
 
-// One run of train_rank on one rank, with telemetry or without (RankOptions::telemetry); with it, its
-// records then go through a Triage. step_ms: the median of the steps after the first (each from data
-// to the record written); detect_ms: triage time per step.
+// One run of train_rank on one rank with telemetry, then its records through a Triage. step_ms: the
+// median of the steps after the first (each from data to its record queued); detect_ms: triage time per
+// step. The bare counterpart is measure_step_ms: the same train_rank with telemetry off.
 struct TimedRun {
   double step_ms = 0, detect_ms = 0;
 };
-TimedRun timed_run(const Scenario& s, int steps, bool telemetry) {
+TimedRun run_with_telemetry(const Scenario& s, int steps) {
   const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-step").string();
   RankOptions o;
   o.scenario = s;
@@ -51,27 +51,24 @@ TimedRun timed_run(const Scenario& s, int steps, bool telemetry) {
   o.run_dir = dir;
   o.threads = 1;
   o.run_t0 = 1;
-  o.telemetry = telemetry;
   RankResult res = train_rank(o);
   std::vector<double> ms(res.step_ms.begin() + 1, res.step_ms.end());
   std::sort(ms.begin(), ms.end());
   TimedRun run;
   run.step_ms = ms[ms.size() / 2];
-  if (telemetry) {
-    auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
-    const auto t0 = std::chrono::steady_clock::now();
-    Triage tri(DetectorConfig{1});
-    for (const auto& r : recs) tri.observe(r);
-    tri.finish(recs.back().t);
-    run.detect_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
-  }
+  auto recs = read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  Triage tri(DetectorConfig{1});
+  for (const auto& r : recs) tri.observe(r);
+  tri.finish(recs.back().t);
+  run.detect_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
   std::filesystem::remove_all(dir);
   return run;
 }
 
 void BM_StepBare(benchmark::State& st) {
   const int steps = static_cast<int>(st.range(1));
-  for (auto _ : st) st.SetIterationTime(timed_run(config(st, steps), steps, false).step_ms / 1000.0);
+  for (auto _ : st) st.SetIterationTime(measure_step_ms(config(st, steps), steps, 1) / 1000.0);
   st.SetLabel(st.range(0) == 0 ? "gpt 4x128 block 128 batch 16" : "gpt 2x64 block 64 batch 8");
 }
 
@@ -79,7 +76,7 @@ void BM_StepWithTelemetryAndDetection(benchmark::State& st) {
   const int steps = static_cast<int>(st.range(1));
   TimedRun run;
   for (auto _ : st) {
-    run = timed_run(config(st, steps), steps, true);
+    run = run_with_telemetry(config(st, steps), steps);
     st.SetIterationTime((run.step_ms + run.detect_ms) / 1000.0);
   }
   st.counters["detect_ms_per_step"] = run.detect_ms;
@@ -170,10 +167,10 @@ void BM_StepOverheadAlternating(benchmark::State& st) {
   std::vector<double> pct, bare_ms, tel_ms;
   for (auto _ : st) {
     for (int r = 0; r < rounds; ++r) {
-      if (r % 2 == 0) bare_ms.push_back(timed_run(config(st, steps), steps, false).step_ms);
-      const TimedRun w = timed_run(config(st, steps), steps, true);
+      if (r % 2 == 0) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
+      const TimedRun w = run_with_telemetry(config(st, steps), steps);
       tel_ms.push_back(w.step_ms + w.detect_ms);
-      if (r % 2 == 1) bare_ms.push_back(timed_run(config(st, steps), steps, false).step_ms);
+      if (r % 2 == 1) bare_ms.push_back(measure_step_ms(config(st, steps), steps, 1));
       pct.push_back(100.0 * (tel_ms.back() / bare_ms.back() - 1.0));
     }
   }

@@ -8,6 +8,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -570,27 +571,28 @@ RankResult train_rank(const RankOptions& o) {
 }
 
 double measure_step_ms(const Scenario& sc, int steps, int threads) {
-  keep_freed_memory();
-  at::set_num_threads(threads);
-  const Data data = load_data(sc);
-  at::manual_seed(sc.seed);
-  auto model = make_model(sc.model);
-  std::vector<at::Tensor> params = model->parameters();
-  Optimizer opt(sc.optimizer, params);
-  DistributedSampler sampler(data.train_size(), 1, 0, sc.batch_size, 1, sc.seed);
-  std::vector<double> ms;
-  for (int i = 0; i <= steps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto ids = sampler.next();
-    auto [x, y] = data.batch(ids.data(), sc.batch_size, false);
-    for (auto& p : params) p.mutable_grad().reset();
-    model->loss(x, y).backward();
-    std::vector<at::Tensor> grads;
-    for (auto& p : params) grads.push_back(p.grad());
-    const double n = std::sqrt(tensor_stats(grads, /*full=*/false).sum_sq);
-    opt.step(sc.optimizer.lr, grad_multiplier(1.0, n, sc.optimizer.grad_clip), /*norms=*/false);
-    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  // The harness's own step (train_rank, telemetry off) on one rank, in a scratch run directory.
+  RankOptions o;
+  o.scenario = sc;
+  o.scenario.world_size = 1;
+  o.scenario.steps = steps + 1;  // the first step warms up
+  o.scenario.faults.clear();
+  o.scenario.restart_at = -1;
+  o.scenario.checkpoint_every = 0;
+  o.scenario.eval_every = 0;
+  o.run_dir = (fs::temp_directory_path() / fmt::format("flatline-step-time-{}", ::getpid())).string();
+  o.threads = threads;
+  o.run_t0 = 1;
+  o.telemetry = false;
+  RankResult r;
+  try {
+    r = train_rank(o);
+  } catch (...) {
+    fs::remove_all(o.run_dir);
+    throw;
   }
+  fs::remove_all(o.run_dir);
+  std::vector<double> ms(r.step_ms.begin() + 1, r.step_ms.end());
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }

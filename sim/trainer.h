@@ -51,7 +51,8 @@ struct RankResult {
 RankResult train_rank(const RankOptions& o);
 
 // Step time of the scenario's model on one rank (ms per optimizer step, median of `steps` after one
-// warm-up step), no telemetry, no collectives: the number the notes and benchmarks report.
+// warm-up step): train_rank with telemetry off, no faults, checkpoints or eval, no collectives (its
+// precision and grad_accum apply). The number the notes and benchmarks report.
 double measure_step_ms(const Scenario& s, int steps, int threads);
 
 }  // namespace flatline
