@@ -48,6 +48,10 @@ struct SuiteScore {
 };
 
 SuiteScore score_suite(std::vector<RunScore> runs);
+// The labels of the confusion matrix's rows and columns: the causes that occur in `s`, in the cause
+// table's order (with every_checklist_cause, every checklist cause and verdict too), then any cause a
+// manifest or diagnosis names that the table does not know.
+std::vector<std::string> confusion_labels(const SuiteScore& s, bool every_checklist_cause);
 std::string render_table(const SuiteScore& s);   // the scoreboard printed by `flatline score`
 std::string to_json(const SuiteScore& s);
 std::string to_junit(const SuiteScore& s);       // JUnit XML: one testcase per scenario

@@ -5,11 +5,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "detectors/causes.h"
 
 namespace flatline {
 namespace {
@@ -291,9 +292,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   if (auto e = root["expect"]) {
     c.expect_map(e, "expect");
     c.only_keys(e, "expect", {"cause", "rank", "within_steps"});
-    c.set_one_of(e, "cause", s.expect.cause,
-                 {"healthy", "run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse", "zero_grad_rank",
-                  "straggler"});
+    c.set_one_of(e, "cause", s.expect.cause, {cause_ids().begin(), cause_ids().end()});
     c.set(e, "rank", s.expect.rank);
     if (s.expect.rank >= s.world_size)
       c.fail(e["rank"], fmt::format("expected rank {} is outside world_size {}", s.expect.rank, s.world_size));
