@@ -121,7 +121,7 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   // --- the scenario's expectation ---
   const std::string got = diag_healthy ? std::string(kHealthy)
                                        : fmt::format("{} at step {}", with_rank(d.cause, d.rank), d.detected_step);
-  if (m.status == "failed" && m.expect_cause != "run_not_alive") {
+  if (m.status == "failed" && !m.failure_expected()) {
     r.expect_met = false;
     r.expect_detail = fmt::format("run failed ({}): {}", expectation(m), m.error.empty() ? "no error recorded" : m.error);
   } else if (r.false_alarm) {

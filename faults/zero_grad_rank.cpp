@@ -25,7 +25,10 @@ class ZeroGradRank : public Fault {
   }
 };
 
-FLATLINE_REGISTER_FAULT("zero_grad_rank", ZeroGradRank);
+FLATLINE_REGISTER_FAULT(ZeroGradRank, "zero_grad_rank", {
+    {"zeroed_buffer", "the target rank's gradient buffer is zeroed just before the all-reduce", {}},
+    {"skipped_backward", "the target rank skips backward and contributes zeros", {}},
+});
 
 }  // namespace
 }  // namespace flatline
