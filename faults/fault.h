@@ -61,6 +61,8 @@ struct FaultTruth {
   int64_t onset_step = -1;     // step at which the cause is fully in place
   bool at_resume = false;      // acts only in the resumed processes (its steps are the re-run ones)
   bool ends_run = false;       // ends the run with an error on every rank by design (a hang)
+  bool onset_at_start = false; // the onset step never completes as normal (a hang): its onset in run time is
+                               // when that step began on the target rank, not when (if ever) it was logged
 };
 
 class Fault {

@@ -26,6 +26,7 @@ class RunNotAlive : public Fault {
   FaultTruth truth() const override {
     FaultTruth t = Fault::truth();
     t.ends_run = spec_.mode == "hang";  // its peers' all-reduce times out: every rank ends with an error
+    t.onset_at_start = spec_.mode == "hang";  // the rank stops making progress when the step begins
     return t;
   }
 
