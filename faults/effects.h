@@ -83,6 +83,9 @@ class RunPlan {
     return a.freeze_logging ? l.loss : loss_avg;
   }
 
+  // A step record is written for this step (real loggers print every `log_every` steps).
+  bool logs(int64_t step) const { return step % scenario_.log_every == 0; }
+
   // The run stops after this step for the scenario's restart (only in its first processes).
   bool stops_for_restart(int64_t step, bool resumed) const {
     return !resumed && scenario_.restart_at == step;

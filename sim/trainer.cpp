@@ -496,7 +496,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       // ---- logging --------------------------------------------------------------------------------
       plan.apply(Hook::at_logging, act);
       RunPlan::log(pr.logged, act, step, loss);
-      if (o.telemetry && step % sc.log_every == 0) {  // real loggers print every N steps
+      if (o.telemetry && plan.logs(step)) {
         Record r;
         r.rank = rank;
         r.t = clock.t();

@@ -155,7 +155,8 @@ void Walk::step(int64_t s) {
   // ---- optimizer: unscale, overflow check, clip, update (GradScaler order)
   const double gn = grad_norm_at(tr_.progress) * (1 + 0.05 * gauss(key(seed_, 4, s, -1)));
   const double scale_used = tr_.c.scaler.scale;
-  const double zero_frac = tr_.c.scaler.enabled ? underflow_fraction(scale_used, gn) : 0.0;
+  double zero_frac = tr_.c.scaler.enabled ? underflow_fraction(scale_used, gn) : 0.0;
+  if ((1 - zero_frac) * nparams_ < 0.5) zero_frac = 1;  // not one element expected to survive: none does
   const bool overflow = inject_inf || (tr_.c.scaler.enabled && scale_used * gn * kMaxElemOverNorm > kFp16Max);
   const double grad_norm = overflow ? std::numeric_limits<double>::infinity() : gn * contrib * (1 - zero_frac);
   // The scaler is shared by every rank; a clamp (scale_clamped_low) acts alike on all of them.
@@ -189,10 +190,12 @@ void Walk::step(int64_t s) {
   rec.samples_seen = tr_.c.samples_seen;
   rec.step_ms = step_ms;
   rec.param_mismatches = 0;  // modelled ranks apply one update
+  const bool logged = plan_.logs(s);
   for (int r = 0; r < world_; ++r) {
     const StepActions& a = act(r);
     beats_until(r, t_end, s);
     RunPlan::log(tr_.logged[r], a, s, loss_[r]);
+    if (!logged) continue;
     const bool zero = RunPlan::contributes_zeros(a);
     sampler_.ids(RunPlan::replaced_batch(a).value_or(index), r, ids_.data());
     rec.rank = r;
@@ -200,9 +203,10 @@ void Walk::step(int64_t s) {
     rec.step = tr_.logged[r].step;
     rec.loss = tr_.logged[r].loss;
     rec.loss_avg = RunPlan::logged_loss_avg(tr_.logged[r], a, loss_avg);
+    // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
     rec.local_grad_norm = zero ? 0.0
                           : a.inject_inf ? std::numeric_limits<double>::infinity()
-                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(key(seed_, 6, s, r)));
+                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(key(seed_, 6, s, r))) * (1 - zero_frac);
     rec.batch_hash = batch_hash(ids_.data(), ids_.size());
     rec.comm_ms = cmax_ - compute_[r] + comm_ms_;
     write(rec);
