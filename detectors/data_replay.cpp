@@ -1,4 +1,4 @@
-// data_replay (DESIGN.md cause 3): the data repeats (a resumed loader replays its epoch from the
+// data_replay (docs/DESIGN.md §2, cause 3): the data repeats (a resumed loader replays its epoch from the
 // start, sampler state lost, a small cycle of batches).
 //
 // Signal: `batch_hash` of each step record (a hash of the batch's sample ids), per rank.

@@ -1,4 +1,4 @@
-// Detector: a streaming check for one cause of a flat loss (shared/DESIGN.md "The five causes").
+// Detector: a streaming check for one cause of a flat loss (docs/DESIGN.md §2).
 // Plain C++ (no torch). A detector sees telemetry records one at a time, in arrival order: records of
 // one rank arrive in the order that rank wrote them, but ranks interleave arbitrarily (live tailing).
 // Anything a detector decides must therefore depend only on per-rank order, or wait until every rank

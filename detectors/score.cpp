@@ -1,5 +1,5 @@
-// Scoring a diagnosis against a run's manifest, and a suite of runs (shared/DESIGN.md "Diagnosis and
-// scoring"): the per-run verdict, suite aggregates, and three renderings (terminal table, JSON, JUnit).
+// Scoring a diagnosis against a run's manifest, and a suite of runs (docs/DESIGN.md §6): the
+// per-run verdict, suite aggregates, and three renderings (terminal table, JSON, JUnit).
 #include "detectors/score.h"
 
 #include <fmt/format.h>

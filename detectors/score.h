@@ -1,4 +1,4 @@
-// Scoring (shared/DESIGN.md "Diagnosis and scoring"). Per run: correct iff the diagnosed cause (and
+// Scoring (docs/DESIGN.md §6). Per run: correct iff the diagnosed cause (and
 // rank, where it applies) matches the manifest's first fault and detection is at or after its
 // active_from; any diagnosis on a healthy run, or before active_from, is a false alarm.
 // Latency = detected_step - onset_step (negative = early warning), and the same in seconds.

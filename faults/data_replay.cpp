@@ -1,4 +1,4 @@
-// data_replay: the data repeats (DESIGN.md cause 3).
+// data_replay: the data repeats (docs/DESIGN.md §2, cause 3).
 //   resume_drops_sampler_state  at the scenario's restart everything is restored but the sampler
 //                               position: the loader starts its epoch over and replays batches already
 //                               trained on.

@@ -1,5 +1,5 @@
-// Fault: one injected failure, applied at the hook points of the training step (shared/DESIGN.md
-// "Fault catalogue"). Plain C++ so that the torch harness and the fleet simulator share one definition
+// Fault: one injected failure, applied at the hook points of the training step (docs/DESIGN.md
+// §5). Plain C++ so that the torch harness and the fleet simulator share one definition
 // of each fault: a fault never touches tensors, it sets fields of StepActions and the trainer (or the
 // simulator) carries them out at visible calls in its step.
 //
@@ -53,7 +53,7 @@ struct TrainPlan {
   LrSchedule schedule;
 };
 
-// Ground truth for the manifest: two steps per fault (DESIGN.md "Diagnosis and scoring").
+// Ground truth for the manifest: two steps per fault (docs/DESIGN.md §6).
 struct FaultTruth {
   std::string kind, mode;
   int rank = -1;               // target rank, -1 = all

@@ -1,4 +1,4 @@
-// loss_scale_collapse: the fp16 dynamic loss scaler collapses (DESIGN.md cause 4).
+// loss_scale_collapse: the fp16 dynamic loss scaler collapses (docs/DESIGN.md §2, cause 4).
 //   overflow_streak    one layer emits inf in the backward for params.steps consecutive steps (default:
 //                      the lifetime, else 20); each overflow skips the step and halves the scale, so
 //                      2^16 ends at 2^(16 - steps), where fp16 gradients underflow to 0 and growth

@@ -1,4 +1,4 @@
-// lr_zero: the learning rate decays to (near) zero while steps go on (DESIGN.md cause 2).
+// lr_zero: the learning rate decays to (near) zero while steps go on (docs/DESIGN.md §2, cause 2).
 // Modes:
 //   schedule_total_too_short     the schedule's total is set so that lr reaches exactly 0 at the onset
 //                                step (`at`) and stays there: a cosine sized for fewer steps than the run.

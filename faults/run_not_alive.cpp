@@ -1,4 +1,4 @@
-// run_not_alive: the step counter stops (DESIGN.md cause 1).
+// run_not_alive: the step counter stops (docs/DESIGN.md §2, cause 1).
 //   hang           the target rank blocks before the gradient all-reduce for params.timeout_s (default:
 //                  the collective timeout + 10 s); the other ranks wait inside the all-reduce, their
 //                  heartbeats go on, and the collective timeout ends the run with an error on every rank.

@@ -1,6 +1,6 @@
-// Scenario: one YAML file = workload + faults + expectation (shared/DESIGN.md "Scenario YAML").
+// Scenario: one YAML file = workload + faults + expectation (docs/DESIGN.md §4).
 // Loading is strict: an unknown key, a wrong type or an out-of-range value is a ScenarioError that
-// names the file, line and column and what was expected. Defaults are the DESIGN.md example's.
+// names the file, line and column and what was expected. Keys and defaults: docs/DESIGN.md §4.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,4 +1,4 @@
-// JSON Lines encoding of Record (shared/DESIGN.md "Telemetry"): one object per line, one file per
+// JSON Lines encoding of Record (docs/DESIGN.md §3): one object per line, one file per
 // rank (telemetry/rank-<r>.jsonl). Encoding is deterministic (fields in a fixed order, doubles in
 // shortest round-trip form) so that the same run gives byte-identical files.
 #pragma once

@@ -1,5 +1,5 @@
 // Manifest: a run's ground truth (run_dir/manifest.json). Written by the launcher, read only by the
-// scorer: detectors never see it (DESIGN.md "Telemetry"). Records the resolved scenario, seed,
+// scorer: detectors never see it (docs/DESIGN.md §3). Records the resolved scenario, seed,
 // versions, each fault's kind, target rank, active_from and onset_step, and how the run ended.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Record: one line of telemetry, the contract between training and detection (shared/DESIGN.md,
-// "Telemetry"). A plain struct so that detectors, readers and the scorer never see torch.
+// Record: one line of telemetry, the contract between training and detection (docs/DESIGN.md
+// §3). A plain struct so that detectors, readers and the scorer never see torch.
 // Every field a real log may lack is optional; detectors say which check could not run without it.
 #pragma once
 #include <cstdint>

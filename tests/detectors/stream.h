@@ -4,7 +4,7 @@
 // missing fields, arrival orders, lost restart events) describe what a detector sees, including streams
 // no fault produces (real logs lack fields, interleave oddly); its fp16 scaler is the shared LossScaler.
 // A small seeded generator of per-rank record streams that
-// look like the harness's (shared/DESIGN.md "Telemetry"): step records with a decaying noisy loss,
+// look like the harness's (docs/DESIGN.md §3): step records with a decaying noisy loss,
 // a warmup + cosine lr, grad norms, distinct batch hashes per rank per step; heartbeats every
 // hb_s with the phase the rank is in; checkpoint/eval pauses, restarts, hangs and fp16 loss
 // scaling. Faults are injected through the hooks of Spec. Deterministic: splitmix64 everywhere
