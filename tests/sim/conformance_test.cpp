@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <thread>
 
 #include "faults/effects.h"
 #include "sim/simulate/simulator.h"
@@ -84,28 +83,8 @@ std::vector<std::vector<Signals>> trained(const Scenario& s) {
   const std::string dir = temp_dir("conform");
   const bool ends_run = scenario_manifest(s, "").failure_expected();
   for (bool resume : {false, true}) {
-    std::vector<RankResult> res(static_cast<size_t>(s.world_size));
-    std::vector<std::string> errors(res.size());
-    std::vector<std::thread> ts;
-    const int port = test_port();
-    for (int r = 0; r < s.world_size; ++r)
-      ts.emplace_back([&, r] {
-        RankOptions o;
-        o.scenario = s;
-        o.run_dir = dir;
-        o.rank = r;
-        o.world_size = s.world_size;
-        o.master_port = port;
-        o.threads = 1;
-        o.resume = resume;
-        o.run_t0 = 1.0;
-        try {
-          res[static_cast<size_t>(r)] = train_rank(o);
-        } catch (const RankError& e) {
-          errors[static_cast<size_t>(r)] = e.what();
-        }
-      });
-    for (auto& t : ts) t.join();
+    std::vector<std::string> errors;
+    const auto res = run_ranks(s, dir, resume, /*keep_params=*/false, &errors);
     if (!ends_run)
       for (const auto& e : errors) EXPECT_EQ(e, "");
     if (!res[0].stopped_for_restart) break;

@@ -44,8 +44,9 @@ inline std::string temp_dir(const std::string& name) {
 // A free port below the ephemeral range (core/ports.h: a kernel-picked one lets a rank connect to itself).
 inline int test_port() { return free_tcp_port(); }
 
+// `errors`: where each rank's error goes (a run expected to fail); without it, every rank must succeed.
 inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& dir, bool resume = false,
-                                         bool keep_params = true) {
+                                         bool keep_params = true, std::vector<std::string>* errors_out = nullptr) {
   std::vector<RankResult> out(static_cast<size_t>(s.world_size));
   std::vector<std::string> errors(out.size());
   std::vector<std::thread> ts;
@@ -69,7 +70,9 @@ inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& d
       }
     });
   for (auto& t : ts) t.join();
-  for (const auto& e : errors) EXPECT_EQ(e, "");
+  if (errors_out) *errors_out = errors;
+  else
+    for (const auto& e : errors) EXPECT_EQ(e, "");
   return out;
 }
 
