@@ -1,17 +1,35 @@
 #include "sim/dist.h"
 
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <cstring>
+#include <thread>
 
 namespace flatline {
+namespace {
 
-Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::milliseconds timeout)
-    : rank_(rank), world_(world) {
-  if (world == 1) return;
+std::string first_line(std::string msg) {
+  if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+  return msg;
+}
+
+const char* kind_name(ProcessGroupKind k) {
+  return k == ProcessGroupKind::nccl ? "ProcessGroupNCCL" : k == ProcessGroupKind::gloo ? "ProcessGroupGloo" : "none";
+}
+
+}  // namespace
+
+Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::milliseconds timeout,
+           ProcessGroupKind kind, at::Device device)
+    : rank_(rank), world_(world), kind_(kind), device_(device), timeout_(timeout) {
+  if (kind == ProcessGroupKind::none) {
+    if (world != 1) throw CommError(fmt::format("rank {}: world size {} needs a process group", rank, world));
+    return;
+  }
   try {
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(port);
@@ -20,69 +38,121 @@ Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::
     o.waitWorkers = true;
     o.timeout = timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(addr, o);
-    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(addr));
-    opts->threads = 1;
-    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("flatline", store_), rank, world, opts);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("flatline", store_);
+    if (kind == ProcessGroupKind::nccl) {
+      pg_ = make_nccl_backend(prefixed, rank, world, timeout, device);
+    } else {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(addr));
+      opts->threads = 1;
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, world, opts);
+    }
+  } catch (const CommError&) {
+    throw;
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: cannot join the process group at {}:{} (world size {}): {}", rank, addr,
-                                port, world, e.what()));
+    throw CommError(fmt::format("rank {}: cannot join the process group ({}) at {}:{} (world size {}): {}", rank,
+                                kind_name(kind), addr, port, world, first_line(e.what())));
   }
 }
 
 Comm::~Comm() = default;
 
-void Comm::run(const char* what, const std::function<void()>& f) {
+void Comm::run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& f) {
   try {
-    f();
+    auto work = f();
+    work->wait();  // Gloo: blocks, throws past the timeout. NCCL: orders the current stream after it.
+    if (kind_ == ProcessGroupKind::nccl) pending_.push_back(std::move(work));
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
     throw CommError(fmt::format("rank {}: {} failed (a peer died, hung past the collective timeout, or closed "
-                                "its connection): {}", rank_, what, msg));
+                                "its connection): {}", rank_, what, first_line(e.what())));
   }
 }
 
+void Comm::check_pending(const char* what) {
+  for (auto& w : pending_) {
+    std::exception_ptr ex;
+    try {
+      ex = w->exception();
+    } catch (const std::exception& e) {
+      throw CommError(fmt::format("rank {}: {} failed: {}", rank_, what, first_line(e.what())));
+    }
+    if (!ex) continue;
+    try {
+      std::rethrow_exception(ex);
+    } catch (const std::exception& e) {
+      throw CommError(fmt::format("rank {}: {} failed (a peer died, hung past the collective timeout, or closed "
+                                  "its connection): {}", rank_, what, first_line(e.what())));
+    }
+  }
+  pending_.clear();
+}
+
+at::Tensor Comm::read(const at::Tensor& t, const char* what) {
+  if (!t.is_cuda()) {
+    check_pending(what);
+    return t;
+  }
+  at::Tensor host = t.to(at::TensorOptions().device(at::kCPU), /*non_blocking=*/true);  // into pinned memory
+  c10::Event done(c10::DeviceType::CUDA);
+  done.record(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(t.device()));
+  // Polled, not synchronised: a collective that a dead or hung peer never completes would block a
+  // synchronise forever. Without a process group nothing can hang on a peer.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (!done.query()) {
+    if (pg_ && std::chrono::steady_clock::now() > deadline) {
+      try {
+        pg_->abort();  // the communicator's kernels return, so that the process can exit
+      } catch (...) {
+      }
+      throw CommError(fmt::format("rank {}: {} did not complete within the collective timeout ({:.0f} s): a peer "
+                                  "died or hung", rank_, what, timeout_.count() / 1000.0));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  check_pending(what);
+  return host;
+}
+
 void Comm::allreduce_sum(at::Tensor& t) {
-  if (world_ == 1) return;
+  if (!pg_) return;
   run("all-reduce", [&] {
     std::vector<at::Tensor> v{t};
-    pg_->allreduce(v)->wait();
+    return pg_->allreduce(v);
   });
 }
 
 void Comm::allreduce_max(at::Tensor& t) {
-  if (world_ == 1) return;
+  if (!pg_) return;
   run("all-reduce(max)", [&] {
     std::vector<at::Tensor> v{t};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::MAX;
-    pg_->allreduce(v, o)->wait();
+    return pg_->allreduce(v, o);
   });
 }
 
 void Comm::broadcast(at::Tensor& t, int root) {
-  if (world_ == 1) return;
+  if (!pg_) return;
   run("broadcast", [&] {
     std::vector<at::Tensor> v{t};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    pg_->broadcast(v, o)->wait();
+    return pg_->broadcast(v, o);
   });
 }
 
 void Comm::barrier() {
-  if (world_ == 1) return;
-  at::Tensor t = at::zeros({1});
+  if (!pg_) return;
+  at::Tensor t = at::zeros({1}, at::TensorOptions().device(device_));
   allreduce_sum(t);
+  read(t, "barrier");  // NCCL: the host waits too
 }
 
 double Comm::shared_start_time(double mine) {
-  if (world_ == 1) return mine;
-  at::Tensor t = at::full({1}, rank_ == 0 ? mine : 0.0, at::kDouble);
+  if (!pg_) return mine;
+  at::Tensor t = at::full({1}, rank_ == 0 ? mine : 0.0, at::TensorOptions().dtype(at::kDouble).device(device_));
   broadcast(t, 0);
-  return t.item<double>();
+  return read(t, "broadcast of the run's start time").item<double>();
 }
 
 }  // namespace flatline

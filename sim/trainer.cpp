@@ -316,7 +316,8 @@ RankResult train_rank(const RankOptions& o) {
 
   const double my_start = wall_now();
   Comm comm(rank, world, o.master_addr, o.master_port,
-            std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
+            std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)),
+            world > 1 ? ProcessGroupKind::gloo : ProcessGroupKind::none, at::Device(at::kCPU));
   // The run's origin: given (the launcher's), else the one the first start recorded (a resume under
   // another launcher continues the run's clock), else rank 0's start, shared.
   const std::string origin_file = o.run_dir + "/checkpoints/run_t0";
