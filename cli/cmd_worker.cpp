@@ -1,6 +1,6 @@
-// `flatline worker SCENARIO --run-dir DIR [--resume]`: one data-parallel rank. Reads torchrun's RANK,
-// WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or Slurm's SLURM_PROCID, SLURM_NTASKS,
-// SLURM_NTASKS_PER_NODE). Exit status: 0 done, 3 stopped for the scenario's restart, 2 rank error
+// `flatline worker SCENARIO --run-dir DIR [--resume] [--device D] [--process-group G]`: one data-parallel
+// rank. Reads torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or
+// Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE). Exit status: 0 done, 3 stopped for the scenario's restart, 2 rank error
 // (a collective failed or timed out), 4 parameters diverged across ranks.
 #include <fmt/format.h>
 
@@ -23,15 +23,18 @@ int env_int(const char* a, const char* b, int dflt) {
 struct Args {
   std::string scenario, run_dir;
   bool resume = false;
+  PlacementArgs placement;
 };
 
 int run_worker(const Args& a) {
   RankOptions o;
   o.scenario = load_scenario_file(a.scenario);
+  a.placement.apply(o.scenario);
   o.run_dir = a.run_dir;
   o.rank = env_int("RANK", "SLURM_PROCID", 0);
   o.world_size = env_int("WORLD_SIZE", "SLURM_NTASKS", 1);
   o.local_world_size = env_int("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", o.world_size);
+  o.local_rank = env_int("LOCAL_RANK", "SLURM_LOCALID", -1);
   if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", nullptr, 29500);
   o.threads = env_int("FLATLINE_THREADS", nullptr, 0);
@@ -59,6 +62,7 @@ FLATLINE_COMMAND("worker", "one rank; reads RANK, WORLD_SIZE, MASTER_ADDR, MASTE
   sub.add_option("scenario", a->scenario, "scenario YAML file")->required();
   sub.add_option("--run-dir", a->run_dir, "run directory")->required();
   sub.add_flag("--resume", a->resume, "resume from the latest checkpoint in the run directory");
+  a->placement.add(sub);
   return [a] { return run_worker(*a); };
 });
 

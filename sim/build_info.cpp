@@ -16,6 +16,20 @@
 
 namespace flatline {
 
+ResolvedPlacement resolve_placement(const Scenario& s) {
+  ResolvedPlacement p;
+  const bool cuda = s.device == "cuda";
+  p.device = s.device;
+  p.process_group = s.process_group != "auto" ? s.process_group : s.world_size == 1 ? "none" : cuda ? "nccl" : "gloo";
+  p.kernels = s.kernels != "auto" ? s.kernels : cuda ? "aten" : "flatline";
+  return p;
+}
+
+std::string placement_info(const Scenario& s) {
+  const ResolvedPlacement p = resolve_placement(s);
+  return fmt::format("device {}, process group {}, kernels {}", p.device, p.process_group, p.kernels);
+}
+
 std::string build_info() {
   std::string s = fmt::format("LibTorch {}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
 #if FLATLINE_WITH_CUDA

@@ -87,18 +87,23 @@ void Comm::check_pending(const char* what) {
   pending_.clear();
 }
 
-at::Tensor Comm::read(const at::Tensor& t, const char* what) {
+Readback Comm::start_read(const at::Tensor& t) {
+  Readback r;
   if (!t.is_cuda()) {
-    check_pending(what);
-    return t;
+    r.host = t;
+    return r;
   }
-  at::Tensor host = t.to(at::TensorOptions().device(at::kCPU), /*non_blocking=*/true);  // into pinned memory
-  c10::Event done(c10::DeviceType::CUDA);
-  done.record(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(t.device()));
+  r.host = t.to(at::TensorOptions().device(at::kCPU), /*non_blocking=*/true);  // into pinned memory
+  r.done = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+  r.done->record(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(t.device()));
+  return r;
+}
+
+at::Tensor Comm::finish_read(Readback& r, const char* what) {
   // Polled, not synchronised: a collective that a dead or hung peer never completes would block a
   // synchronise forever. Without a process group nothing can hang on a peer.
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (!done.query()) {
+  while (r.done && !r.done->query()) {
     if (pg_ && std::chrono::steady_clock::now() > deadline) {
       try {
         pg_->abort();  // the communicator's kernels return, so that the process can exit
@@ -109,8 +114,14 @@ at::Tensor Comm::read(const at::Tensor& t, const char* what) {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+  r.done.reset();
   check_pending(what);
-  return host;
+  return r.host;
+}
+
+at::Tensor Comm::read(const at::Tensor& t, const char* what) {
+  Readback r = start_read(t);
+  return finish_read(r, what);
 }
 
 void Comm::allreduce_sum(at::Tensor& t) {

@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Event.h>
+
+#include <memory>
+
 #include "sim/torch_pch.h"
 
 namespace c10d {
@@ -36,6 +40,13 @@ class CommError : public std::runtime_error {
 };
 
 enum class ProcessGroupKind { none, gloo, nccl };
+
+// A copy back to the host under way (Comm::start_read): `host` is valid once finish_read returns.
+struct Readback {
+  at::Tensor host;
+  std::shared_ptr<c10::Event> done;  // null: the value was on the host already
+  explicit operator bool() const { return host.defined(); }
+};
 
 // Seconds c10d's NCCL watchdog waits beyond the collective timeout before it acts on its own: ours
 // (read()'s deadline) must fire first, so that the rank ends through its own error path.
@@ -61,6 +72,10 @@ class Comm {
   // A CPU copy of `t` once every collective issued before it has finished, within the collective
   // timeout (CommError past it, `what` naming the wait). CPU tensors come back as they are.
   at::Tensor read(const at::Tensor& t, const char* what);
+  // read() in two halves: start_read() enqueues the copy (into pinned memory) and returns at once;
+  // finish_read() waits for it as read() does.
+  Readback start_read(const at::Tensor& t);
+  at::Tensor finish_read(Readback& r, const char* what);
 
  private:
   void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& f);

@@ -5,7 +5,12 @@
 // Errors: a collective that fails or times out (a peer died or hung) writes an `error` event and throws
 // RankError; every completed step's record is on disk by then (records are written and flushed, one
 // line each, by a background thread within microseconds of the step; train_rank drains it before it
-// returns or throws).
+// returns or throws). `device: cuda` with fewer GPUs than local ranks throws RankError naming both
+// counts (unless `process_group: gloo`, which lets ranks share GPUs).
+// With `kernels: aten` (CUDA's default) the step never waits for the device except where
+// torch.amp.GradScaler.step does (the overflow check, fp16 only): a step's telemetry scalars are
+// gathered on the device into one tensor, copied to pinned host memory, and its record is written
+// at the next step (or before a checkpoint, an eval, the end, or an error).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -25,6 +30,7 @@ struct RankOptions {
   Scenario scenario;
   std::string run_dir;             // telemetry/ and checkpoints/ go here
   int rank = 0, world_size = 1, local_world_size = 1;
+  int local_rank = -1;             // LOCAL_RANK: device: cuda trains on cuda:local_rank; -1: rank % local_world_size
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool resume = false;             // continue from the latest checkpoint in run_dir
