@@ -2,6 +2,9 @@
 // ProcessGroupGloo over one TCPStore), collect the first error, return every rank's result.
 #pragma once
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <random>
@@ -40,9 +43,19 @@ inline std::string temp_dir(const std::string& name) {
   return d.string();
 }
 
+// A port the kernel reports free (bound to port 0, then released): fixed or counted ports collided
+// with other test processes on the machine (c10d 2.x's TCPStore then fails with EADDRINUSE).
 inline int test_port() {
-  static int next = 20000 + static_cast<int>(std::random_device{}() % 20000);
-  return next += 7;
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error("test_port: cannot bind a loopback socket");
+  close(s);
+  return ntohs(a.sin_port);
 }
 
 inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& dir, bool resume = false,
