@@ -7,10 +7,17 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstdlib>
 #include <thread>
 
 namespace flatline {
 namespace {
+
+// torchrun's agent already serves a TCPStore at MASTER_ADDR:MASTER_PORT and says so in this variable
+// ("True"); every rank then joins it as a client, under the prefix of the agent's restart count, as
+// torch.distributed's env:// rendezvous does (torch/distributed/rendezvous.py, _create_c10d_store).
+constexpr const char* kAgentStoreEnv = "TORCHELASTIC_USE_AGENT_STORE";
+constexpr const char* kRestartCountEnv = "TORCHELASTIC_RESTART_COUNT";
 
 std::string first_line(std::string msg) {
   if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
@@ -31,14 +38,18 @@ Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::
     return;
   }
   try {
+    const char* agent = std::getenv(kAgentStoreEnv);
+    const bool agent_store = agent && std::string(agent) == "True";
+    const char* restarts = std::getenv(kRestartCountEnv);
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(port);
-    o.isServer = rank == 0;
+    o.isServer = rank == 0 && !agent_store;
     o.numWorkers = world;
-    o.waitWorkers = true;
+    o.waitWorkers = !agent_store;
     o.timeout = timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(addr, o);
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("flatline", store_);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
+        agent_store ? fmt::format("flatline/attempt_{}", restarts ? restarts : "0") : "flatline", store_);
     if (kind == ProcessGroupKind::nccl) {
       pg_ = make_nccl_backend(prefixed, rank, world, timeout, device);
     } else {
