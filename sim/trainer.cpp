@@ -431,6 +431,7 @@ RankResult train_rank(const RankOptions& o) {
     if (!pending.scalars) return;
     const at::Tensor h = comm.finish_read(pending.scalars, "reading back a step's telemetry scalars");
     pending.scalars = Readback{};
+    pending.r.t = clock.t();  // when it is written: the file keeps the order of t (heartbeats came between)
     complete(pending, h.data_ptr<double>());
   };
   try {

@@ -24,6 +24,18 @@ std::vector<Record> steps_of(const std::string& dir, int rank) {
   return out;
 }
 
+// fp16 with the loss_scale_collapse fault: a layer overflows for `steps` steps from `at`.
+Scenario overflow_streak(Scenario s, int64_t at, int steps) {
+  s.precision = "fp16";
+  FaultSpec f;
+  f.kind = "loss_scale_collapse";
+  f.mode = "overflow_streak";
+  f.at = at;
+  f.params["steps"] = steps;
+  s.faults.push_back(f);
+  return s;
+}
+
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
@@ -93,14 +105,7 @@ TEST(AtenStep, TwoRanksStayIdenticalAndTelemetryIsDeterministic) {
 // The loss_scale_collapse fault on real fp16 autocast and GradScaler kernels: the scale backs off,
 // steps are skipped and the optimizer count stalls exactly as under the binary16 emulation.
 TEST(AtenStep, OverflowStreakActsAsUnderTheEmulation) {
-  Scenario s = tiny_gpt(1, 10);
-  s.precision = "fp16";
-  FaultSpec f;
-  f.kind = "loss_scale_collapse";
-  f.mode = "overflow_streak";
-  f.at = 3;
-  f.params["steps"] = 4;
-  s.faults.push_back(f);
+  Scenario s = overflow_streak(tiny_gpt(1, 10), 3, 4);
   const std::string a = temp_dir("aten-fp16"), e = temp_dir("emul-fp16");
   run_ranks(with_kernels(s, "aten"), a);
   run_ranks(with_kernels(s, "flatline"), e);
@@ -239,15 +244,8 @@ TEST(Cuda, StepMatchesTheCpuAtenStep) {
 
 TEST(Cuda, Fp16OverflowStreakOnTheGpu) {
   SKIP_WITHOUT_GPU(1);
-  Scenario s = tiny_gpt(1, 8);
+  Scenario s = overflow_streak(tiny_gpt(1, 8), 3, 3);
   s.device = "cuda";
-  s.precision = "fp16";
-  FaultSpec f;
-  f.kind = "loss_scale_collapse";
-  f.mode = "overflow_streak";
-  f.at = 3;
-  f.params["steps"] = 3;
-  s.faults.push_back(f);
   const std::string d = temp_dir("gpu-fp16");
   run_ranks(s, d);
   const auto st = steps_of(d, 0);
