@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "detectors/triage.h"
 #include "faults/scenario.h"
 #include "sim/models.h"
@@ -68,7 +70,9 @@ struct TimedRun {
   double step_ms = 0, detect_ms = 0;
 };
 TimedRun run_with_telemetry(const Scenario& s, int steps) {
-  const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-step").string();
+  // per process: two benchmark runs on one machine (other worktrees) must not share it
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("flatline-bench-step-" + std::to_string(::getpid()))).string();
   RankOptions o;
   o.scenario = s;
   o.scenario.steps = steps + 1;
@@ -150,7 +154,8 @@ void BM_TelemetryBatchHash(benchmark::State& st) {
 
 // One step record with every field, written and flushed (one line per step, as train_rank does)
 void BM_TelemetryWriteStepRecord(benchmark::State& st) {
-  const std::string path = (std::filesystem::temp_directory_path() / "flatline-bench-record.jsonl").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("flatline-bench-record-" + std::to_string(::getpid()) + ".jsonl")).string();
   Record r;
   r.rank = 0;
   r.t = 12.345678;
