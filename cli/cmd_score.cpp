@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 struct Args {
   std::vector<std::string> inputs;
   std::string out = "runs", json, junit;
+  PlacementArgs placement;
 };
 
 struct Input {
@@ -54,6 +55,7 @@ int score(const Args& a) {
   std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
   for (const auto& in : ins) {
     scenarios.push_back(load_scenario_text(in.text, in.source));  // fail fast
+    a.placement.apply(scenarios.back());
     auto [it, fresh] = names.emplace(scenarios.back().name, in.source);
     if (!fresh)
       throw ScenarioError(in.source + ": scenario name '" + it->first + "' is also used by " + it->second +
@@ -69,6 +71,8 @@ int score(const Args& a) {
     o.run_dir = a.out + "/" + s.name;
     o.self_exe = self_exe();
     o.live_print = false;
+    o.device = a.placement.device;
+    o.process_group = a.placement.process_group;
     LaunchResult r = launch_run(s, ins[i].text, o);
     runs.push_back(score_run(r.manifest, r.diagnosis));
     const auto& rs = runs.back();
@@ -88,6 +92,7 @@ FLATLINE_COMMAND("score", "run a suite of scenarios and print the scoreboard", [
   sub.add_option("scenarios", a->inputs, "scenario files or directories (default: the embedded main suite)");
   sub.add_option("--out", a->out, "parent directory of the run directories (default runs/)");
   sub.add_option("--json", a->json, "also write the scoreboard as JSON");
+  a->placement.add(sub);
   sub.add_option("--junit", a->junit, "also write JUnit XML");
   return [a] { return score(*a); };
 });

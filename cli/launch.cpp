@@ -21,6 +21,7 @@
 #include "core/ports.h"
 #include "core/protocol.h"
 #include "faults/effects.h"
+#include "sim/build_info.h"
 #include "telemetry/jsonl.h"
 
 namespace flatline {
@@ -56,6 +57,8 @@ pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, 
   const std::string scen = o.run_dir + "/scenario.yaml";
   std::vector<const char*> argv = {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()};
   if (resume) argv.push_back("--resume");
+  if (!o.device.empty()) argv.insert(argv.end(), {"--device", o.device.c_str()});
+  if (!o.process_group.empty()) argv.insert(argv.end(), {"--process-group", o.process_group.c_str()});
   argv.push_back(nullptr);
   execv(o.self_exe.c_str(), const_cast<char* const*>(argv.data()));
   std::fprintf(stderr, "exec %s failed: %s\n", o.self_exe.c_str(), std::strerror(errno));
@@ -145,8 +148,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   std::ofstream(o.run_dir + "/scenario.yaml") << yaml_text;
 
   Manifest& m = res.manifest;
-  m = scenario_manifest(s, fmt::format("flatline {}; libtorch (Debian libtorch-dev 1.13); c10d ProcessGroupGloo",
-                                       FLATLINE_VERSION));
+  m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));
   write_manifest(m, o.run_dir + "/manifest.json");
 
   DetectorConfig cfg;

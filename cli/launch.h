@@ -19,6 +19,7 @@ struct LaunchOptions {
   std::string self_exe;            // path of the flatline binary
   bool live_print = true;          // print findings as the detectors fire
   int threads_per_rank = 0;        // 0: cores / world_size
+  std::string device, process_group;  // given to run / score: passed on to every rank ("" = the scenario's)
 };
 
 struct LaunchResult {

@@ -164,12 +164,19 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
   return f;
 }
 
+std::string placement_error(const Scenario& s) {
+  if (s.device == "cpu" && s.process_group == "nccl") return "'process_group: nccl' needs 'device: cuda'";
+  if (s.device == "cuda" && s.kernels == "flatline")
+    return "'kernels: flatline' runs on cpu only (its kernels are Eigen loops over host memory); cuda takes aten";
+  return "";
+}
+
 Scenario parse(const YAML::Node& root, const std::string& source) {
   Ctx c{source};
   if (!root.IsMap()) c.fail(root, "a scenario must be a YAML mapping");
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
-               "schedule", "precision", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
+               "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
                "log_every", "faults", "expect"});
   Scenario s;
   s.source = source;
@@ -243,6 +250,11 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   }
   if (s.schedule.total == 0) s.schedule.total = s.steps;
   c.set_one_of(root, "precision", s.precision, {"fp32", "fp16", "bf16"});
+  c.set_one_of(root, "device", s.device, {"cpu", "cuda"});
+  c.set_one_of(root, "process_group", s.process_group, {"auto", "gloo", "nccl"});
+  c.set_one_of(root, "kernels", s.kernels, {"auto", "flatline", "aten"});
+  if (const std::string bad = placement_error(s); !bad.empty())
+    c.fail(root["process_group"] ? root["process_group"] : root["kernels"] ? root["kernels"] : root, bad);
   if (auto ls = root["loss_scaler"]) {
     c.expect_map(ls, "loss_scaler");
     c.only_keys(ls, "loss_scaler", {"init_scale", "growth_interval"});
@@ -301,6 +313,18 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
 }
 
 }  // namespace
+
+void set_placement(Scenario& s, const std::string& device, const std::string& process_group,
+                   const std::string& source) {
+  if (device != "cpu" && device != "cuda")
+    throw ScenarioError(fmt::format("{}: device '{}': expected cpu | cuda", source, device));
+  if (!process_group.empty() && process_group != "auto" && process_group != "gloo" && process_group != "nccl")
+    throw ScenarioError(fmt::format("{}: process group '{}': expected auto | gloo | nccl", source, process_group));
+  s.device = device;
+  if (!process_group.empty()) s.process_group = process_group;
+  if (const std::string bad = placement_error(s); !bad.empty())
+    throw ScenarioError(fmt::format("{}: scenario {}: {}", source, s.name, bad));
+}
 
 Scenario load_scenario_text(const std::string& yaml, const std::string& source) {
   YAML::Node root;
@@ -366,6 +390,9 @@ std::string to_yaml(const Scenario& s) {
     << s.schedule.kind << YAML::Key << "warmup" << YAML::Value << s.schedule.warmup << YAML::Key << "total"
     << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << num(s.schedule.min_lr) << YAML::EndMap;
   e << YAML::Key << "precision" << YAML::Value << s.precision;
+  e << YAML::Key << "device" << YAML::Value << s.device;
+  e << YAML::Key << "process_group" << YAML::Value << s.process_group;
+  e << YAML::Key << "kernels" << YAML::Value << s.kernels;
   if (s.precision == "fp16")
     e << YAML::Key << "loss_scaler" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "init_scale"
       << YAML::Value << s.loss_scale_init << YAML::Key << "growth_interval" << YAML::Value
