@@ -138,6 +138,7 @@ struct DetectorFeed::Impl {
   struct Det {
     ExternalDetectorSpec spec;
     std::string run_dir;
+    std::vector<std::pair<std::string, std::string>> env;
     pid_t pid = -1;
     int in = -1, out = -1, err = -1, err_file = -1;
     size_t next = 0, off = 0;          // next record to write; bytes of it written
@@ -170,6 +171,7 @@ struct DetectorFeed::Impl {
       d.spec = specs[i];
       d.res.name = specs[i].name;
       d.run_dir = i < o.run_dirs.size() && !o.run_dirs[i].empty() ? o.run_dirs[i] : o.run_dir;
+      if (i < o.run_envs.size()) d.env = o.run_envs[i];
       dets.push_back(std::move(d));
     }
     for (auto& d : dets) start(d);
@@ -197,6 +199,7 @@ struct DetectorFeed::Impl {
     env_s.push_back("FLATLINE_DETECTOR=" + d.spec.name);
     env_s.push_back(std::string("FLATLINE_FEED=") + to_string(o.mode));
     for (const auto& [k, v] : o.env) env_s.push_back(k + "=" + v);
+    for (const auto& [k, v] : d.env) env_s.push_back(k + "=" + v);
     std::vector<char*> envp;
     for (auto& v : env_s) envp.push_back(v.data());
     envp.push_back(nullptr);

@@ -107,8 +107,10 @@ struct FeedOptions {
   // Replays: called with each record as it is handed to detector `i` (before its stdin gets it), to
   // re-enact the run directory that detector sees at the pace it reads (telemetry, formats).
   std::function<void(size_t i, const Record&)> on_release;
-  // Replays: each detector's own FLATLINE_RUN_DIR (index = detector); empty: run_dir for all.
+  // Replays: each detector's own FLATLINE_RUN_DIR and more variables (index = detector); empty: run_dir
+  // and env for all.
   std::vector<std::string> run_dirs;
+  std::vector<std::vector<std::pair<std::string, std::string>>> run_envs;
 };
 
 class DetectorFeed {
