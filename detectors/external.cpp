@@ -510,8 +510,15 @@ struct DetectorFeed::Impl {
                                   o.limits.stall_s)
                     : fmt::format("stopped reading stdin after {} of {} records: nothing read for {:.0f} s",
                                   d.consumed, recs.size(), o.limits.stall_s));
-      if (d.closed_at > 0 && now - d.closed_at > o.limits.exit_s)
-        fail(d, fmt::format("hang: did not exit within {:.0f} s of the end of its input", o.limits.exit_s));
+      if (d.closed_at > 0 && now - d.closed_at > o.limits.exit_s) {
+        const std::string hang = fmt::format("did not exit within {:.0f} s of the end of its input", o.limits.exit_s);
+        if (d.consumed == 0 && d.next > 0)
+          fail(d, fmt::format("never read stdin: none of {} records read ({})", d.next, hang));
+        else if (d.consumed < d.next)
+          fail(d, fmt::format("stopped reading stdin after {} of {} records ({})", d.consumed, d.next, hang));
+        else
+          fail(d, "hang: " + hang);
+      }
       progress |= reap(d, false);
     }
     return progress;
@@ -574,10 +581,10 @@ std::vector<ExternalOutcome> DetectorFeed::finish(double run_t) {
     for (auto& d : m.dets) {
       if (d.done) continue;
       all_done = false;
-      // stdin is closed once everything it should get is written (unpaced: and read, so the
-      // lock-step's last record is stamped like the others)
+      // stdin is closed once everything it should get is written and read (what it read is then
+      // known exactly; one that stops reading meets the stall rule instead of waiting forever)
       const bool all_written = d.next == m.recs.size() && d.off == 0;
-      const bool all_read = m.o.mode != FeedMode::unpaced || d.consumed == m.recs.size();
+      const bool all_read = d.consumed == m.recs.size();
       if (!d.input_closed && all_written && all_read) {
         m.read_output(d);
         m.settle(d);
