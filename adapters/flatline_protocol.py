@@ -47,6 +47,17 @@ class Alarms:
         self.count += 1
 
 
+def arguments(doc, kind, interval_flag, interval_help):
+    """The adapters' command line: the callback, its logging interval, --cause, --path."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("callback", help=f"MODULE:CLASS of a {kind}")
+    ap.add_argument(interval_flag, type=int, default=1, help=interval_help)
+    ap.add_argument("--cause", help="the flatline cause id its alarms name (default: none, detection only)")
+    ap.add_argument("--path", action="append", default=[], help="prepended to sys.path (repeatable)")
+    return ap.parse_args()
+
+
 def load_class(spec, paths):
     """'package.module:Class' -> the class (paths are put first on sys.path)."""
     if ":" not in spec:

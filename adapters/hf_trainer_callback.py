@@ -20,7 +20,6 @@ WARNING+ log record from the callback's own source file -> an alarm. Alarms name
 --cause is given (most callbacks only say "stop"). After the callback stopped training the adapter
 reads stdin to its end.
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -30,12 +29,8 @@ import flatline_protocol as fp  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("callback", help="MODULE:CLASS of a transformers.TrainerCallback")
-    ap.add_argument("--logging-steps", type=int, default=1, help="TrainingArguments.logging_steps (default 1)")
-    ap.add_argument("--cause", help="the flatline cause id its alarms name (default: none, detection only)")
-    ap.add_argument("--path", action="append", default=[], help="prepended to sys.path (repeatable)")
-    a = ap.parse_args()
+    a = fp.arguments(__doc__, "transformers.TrainerCallback", "--logging-steps",
+                     "TrainingArguments.logging_steps (default 1)")
 
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from transformers.trainer_callback import CallbackHandler

@@ -15,9 +15,9 @@ The module's one parameter gets a zero gradient, so the optimizer step changes n
 Alarms: trainer.should_stop set by the callback -> an alarm (and Lightning stops the fit, as for
 EarlyStopping); an exception a hook raises -> an alarm with its message; a warning or WARNING+ log
 record from the callback's own source file -> an alarm. They name no cause unless --cause is given.
-Then the adapter reads stdin to its end.
+Then the adapter reads stdin to its end. Lightning's fit loop fetches the next batch before it calls
+on_train_batch_end, so an alarm is stamped one record after the step it is about.
 """
-import argparse
 import logging
 import os
 import sys
@@ -28,12 +28,8 @@ import flatline_protocol as fp  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("callback", help="MODULE:CLASS of a lightning.pytorch.Callback")
-    ap.add_argument("--log-every-n-steps", type=int, default=1, help="Trainer(log_every_n_steps=...) (default 1)")
-    ap.add_argument("--cause", help="the flatline cause id its alarms name (default: none, detection only)")
-    ap.add_argument("--path", action="append", default=[], help="prepended to sys.path (repeatable)")
-    a = ap.parse_args()
+    a = fp.arguments(__doc__, "lightning.pytorch.Callback", "--log-every-n-steps",
+                     "Trainer(log_every_n_steps=...) (default 1)")
 
     import torch
     import lightning.pytorch as pl

@@ -71,23 +71,7 @@ std::string pct(int k, int n) { return n ? fmt::format("{}/{} ({:.1f}%)", k, n, 
 
 std::string num(double v, const char* spec) { return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : "-"; }
 
-// XML 1.0 text; attributes keep line breaks as references (score.cpp's rules).
-std::string xml(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\n': out += "&#10;"; break;
-      case '\t': out += "&#9;"; break;
-      default: out += c < 0x20 ? '?' : static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string xml(const std::string& s) { return xml_escape(s); }
 
 nlohmann::json opt_json(const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 nlohmann::json opt_json(const std::optional<double>& v) {

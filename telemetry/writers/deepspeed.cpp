@@ -22,10 +22,7 @@ std::string scale_text(double v) {  // the scaler prints an int-valued scale as 
 
 class DeepSpeedWriter : public FormatWriter {
  public:
-  explicit DeepSpeedWriter(const FormatContext& c) : c_(c), path_(format_dir(c.run_dir, "deepspeed") + "/train.log") {
-    std::filesystem::create_directories(format_dir(c.run_dir, "deepspeed"));
-    if (!c.resume) std::filesystem::remove(path_);
-  }
+  explicit DeepSpeedWriter(const FormatContext& c) : c_(c), path_(writers::log_file(c, "deepspeed", "train.log")) {}
 
   void write(const Record& r) override {
     if (r.kind != RecordKind::step) return;

@@ -19,10 +19,7 @@ namespace {
 
 class MegatronWriter : public FormatWriter {
  public:
-  explicit MegatronWriter(const FormatContext& c) : c_(c), path_(format_dir(c.run_dir, "megatron") + "/train.log") {
-    std::filesystem::create_directories(format_dir(c.run_dir, "megatron"));
-    if (!c.resume) std::filesystem::remove(path_);
-  }
+  explicit MegatronWriter(const FormatContext& c) : c_(c), path_(writers::log_file(c, "megatron", "train.log")) {}
 
   void write(const Record& r) override {
     if (r.kind != RecordKind::step) return;

@@ -18,14 +18,12 @@ namespace {
 
 class WandbWriter : public FormatWriter {
  public:
-  explicit WandbWriter(const FormatContext& c) : c_(c), path_(format_dir(c.run_dir, "wandb") + "/history.csv") {
-    std::filesystem::create_directories(format_dir(c.run_dir, "wandb"));
-    if (c.resume && std::filesystem::exists(path_)) {
+  explicit WandbWriter(const FormatContext& c) : c_(c), path_(writers::log_file(c, "wandb", "history.csv")) {
+    if (std::filesystem::exists(path_)) {  // a resume: W&B continues the run's _step
       std::ifstream in(path_);
       for (std::string l; std::getline(in, l);) ++row_;
       --row_;  // the header
     } else {
-      std::filesystem::remove(path_);
       writers::append_line(path_, "_step,_runtime,_timestamp,eval/loss,train/epoch,train/global_step,train/grad_norm,"
                                   "train/learning_rate,train/loss");
     }

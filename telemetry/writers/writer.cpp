@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <stdexcept>
 
 namespace flatline {
@@ -125,6 +126,13 @@ void append_line(const std::string& path, const std::string& line) {
   const int err = errno;
   ::close(fd);
   if (n != static_cast<ssize_t>(l.size())) throw std::runtime_error(path + ": write failed: " + std::strerror(err));
+}
+
+std::string log_file(const FormatContext& c, const std::string& format, const std::string& name) {
+  const std::string dir = format_dir(c.run_dir, format), path = dir + "/" + name;
+  std::filesystem::create_directories(dir);
+  if (!c.resume) std::filesystem::remove(path);
+  return path;
 }
 
 std::string python_float(double v) {

@@ -81,6 +81,8 @@ class IntervalLoss {
 };
 std::string utc_time(double unix_s, bool millis);  // "2026-11-29 10:00:00" or "... 10:00:00,123"
 void append_line(const std::string& path, const std::string& line);  // one write, flushed; throws
+// <run_dir>/formats/<format>/<name>, its directory created; a fresh run (not a resume) starts it empty.
+std::string log_file(const FormatContext& c, const std::string& format, const std::string& name);
 std::string python_float(double v);                // repr(): 0.001, 1e-05, nan, inf
 }  // namespace writers
 

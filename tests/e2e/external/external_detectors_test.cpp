@@ -120,7 +120,7 @@ TEST(ExternalDetectors, NamingLrZeroOnTheFirstRecordIsEarlyAndAFalseAlarmOnEvery
 TEST(ExternalDetectors, BuiltinSuiteAsAnExternalDetectorGetsTheSameScoreboard) {
   const std::string d = scratch();
   Ran r = flatline("score " + corpus() + " --detector builtin='" + FLATLINE_BIN + " detect' --json " + d + "/s.json");
-  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_LE(r.status, 1) << r.out;  // 1 only if the built-in suite itself missed on this recording
   json j = read_json(d + "/s.json");
   EXPECT_EQ(j["detectors"]["builtin"]["cause"]["summary"], j["detectors"]["flatline"]["cause"]["summary"]);
   EXPECT_EQ(j["detectors"]["builtin"]["cause"]["confusion"], j["detectors"]["flatline"]["cause"]["confusion"]);
@@ -157,7 +157,7 @@ TEST(ExternalDetectors, ExamplesScoreOnTheCorpusWithoutErrors) {
 TEST(ExternalDetectors, TensorBoardWatcherIsScoredLiveOnLrZero) {
   const std::string d = scratch();
   Ran r = flatline("score " + tiny(d, "ext-tb") + " --out " + d + "/runs --detector tb='python3 " +
-                   FLATLINE_SOURCE_DIR + "/examples/detectors/tensorboard_lr.py' --json " + d + "/s.json");
+                   FLATLINE_SOURCE_DIR + "/examples/detectors/tensorboard_lr.py' --gate tb --json " + d + "/s.json");
   EXPECT_EQ(r.status, 0) << r.out;
   json j = read_json(d + "/s.json");
   auto run = runs_of(j, "tb")["ext-tb"];
