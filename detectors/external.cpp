@@ -156,6 +156,7 @@ struct DetectorFeed::Impl {
   FeedOptions o;
   std::vector<Det> dets;
   std::vector<Line> recs;                 // released records, in the order fed
+  uint64_t released_bytes = 0;
   std::vector<Record> held;               // live: not yet released (time-order merge)
   std::map<int, double> rank_t;           // live: latest t seen per rank
   double run_t = 0;
@@ -452,6 +453,7 @@ struct DetectorFeed::Impl {
   void release(const Record& r) {
     std::string text = to_json(r);
     text += '\n';
+    released_bytes += text.size();
     recs.push_back({std::move(text), r.step, r.t});
     if (o.on_release) released_records.push_back(r);
   }
@@ -497,8 +499,7 @@ struct DetectorFeed::Impl {
         }
       } else if (d.res.error.empty()) {
         write_records(d, recs.size());
-        uint64_t backlog = 0;
-        for (size_t i = d.next; i < recs.size(); ++i) backlog += recs[i].text.size();
+        const uint64_t backlog = released_bytes - d.written;
         if (backlog > o.limits.max_backlog_bytes)
           fail(d, fmt::format("fell behind: more than {} bytes of telemetry not read", o.limits.max_backlog_bytes));
       }
