@@ -29,7 +29,7 @@ int run(const Args& a) {
   std::cout << to_text(r.diagnosis);
   RunScore sc = score_run(r.manifest, r.diagnosis);
   // A run that died of something other than the fault it injected proves nothing either way.
-  const bool broke = !r.first_error.empty() && sc.truth_cause != "run_not_alive";
+  const bool broke = !r.first_error.empty() && !r.manifest.failure_expected();
   std::cout << fmt::format("\nrun directory: {}\nground truth: {}{}; verdict: {}\n", o.run_dir, sc.truth_cause,
                            sc.truth_rank >= 0 ? fmt::format(" (rank {})", sc.truth_rank) : "",
                            broke ? "RUN FAILED (see the error below)"

@@ -1,7 +1,9 @@
-// `flatline worker SCENARIO --run-dir DIR [--resume]`: one data-parallel rank. Reads torchrun's RANK,
+// `flatline worker SCENARIO --run-dir DIR [--resume]`: one data-parallel rank. The environment it reads
+// and the exit status it leaves with are the launcher protocol (core/protocol.h): torchrun's RANK,
 // WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or Slurm's SLURM_PROCID, SLURM_NTASKS,
-// SLURM_NTASKS_PER_NODE). Exit status: 0 done, 3 stopped for the scenario's restart, 2 rank error
-// (a collective failed or timed out), 4 parameters diverged across ranks.
+// SLURM_NTASKS_PER_NODE), FLATLINE_THREADS, FLATLINE_RUN_T0; 0 done, 2 a RankError (a collective, the file
+// system or a checkpoint failed), 3 stopped for the scenario's restart, 4 parameters diverged across
+// ranks, 5 a broken invariant, 6 any other internal error.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "core/check.h"
+#include "core/protocol.h"
 #include "sim/trainer.h"
 #include "telemetry/writers/writer.h"
 
@@ -31,13 +35,13 @@ int run_worker(const Args& a) {
   RankOptions o;
   o.scenario = load_scenario_file(a.scenario);
   o.run_dir = a.run_dir;
-  o.rank = env_int("RANK", "SLURM_PROCID", 0);
-  o.world_size = env_int("WORLD_SIZE", "SLURM_NTASKS", 1);
-  o.local_world_size = env_int("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", o.world_size);
-  if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
-  o.master_port = env_int("MASTER_PORT", nullptr, 29500);
-  o.threads = env_int("FLATLINE_THREADS", nullptr, 0);
-  if (const char* t = std::getenv("FLATLINE_RUN_T0")) o.run_t0 = std::atof(t);
+  o.rank = env_int(kEnvRank, kEnvSlurmRank, 0);
+  o.world_size = env_int(kEnvWorldSize, kEnvSlurmWorldSize, 1);
+  o.local_world_size = env_int(kEnvLocalWorldSize, kEnvSlurmLocalWorldSize, o.world_size);
+  if (const char* addr = std::getenv(kEnvMasterAddr)) o.master_addr = addr;
+  o.master_port = env_int(kEnvMasterPort, nullptr, kDefaultMasterPort);
+  o.threads = env_int(kEnvThreads, nullptr, 0);
+  if (const char* t = std::getenv(kEnvRunT0)) o.run_t0 = std::atof(t);
   o.resume = a.resume;
   // --formats adds to the scenario's own foreign-format logs (rank 0 writes them)
   for (size_t p = 0; p < a.formats.size();) {
@@ -51,7 +55,7 @@ int run_worker(const Args& a) {
     p = q + 1;
   }
   if (o.world_size != o.scenario.world_size)
-    std::cerr << fmt::format("note: WORLD_SIZE {} overrides the scenario's world_size {}\n", o.world_size,
+    std::cerr << fmt::format("note: {} {} overrides the scenario's world_size {}\n", kEnvWorldSize, o.world_size,
                              o.scenario.world_size);
   o.scenario.world_size = o.world_size;
   try {
@@ -59,11 +63,17 @@ int run_worker(const Args& a) {
     std::cerr << fmt::format("rank {}: {} at step {}, {} optimizer steps, {} parameter mismatches across ranks\n",
                              o.rank, r.stopped_for_restart ? "stopped for restart" : "finished", r.last_step,
                              r.opt_steps, r.param_mismatches);
-    if (r.param_mismatches > 0) return 4;
-    return r.stopped_for_restart ? 3 : 0;
+    if (r.param_mismatches > 0) return kExitParamMismatch;
+    return r.stopped_for_restart ? kExitRestart : kExitOk;
   } catch (const RankError& e) {
     std::cerr << "rank " << o.rank << " failed: " << e.what() << "\n";
-    return 2;
+    return kExitRankError;
+  } catch (const InvariantError& e) {
+    std::cerr << "rank " << o.rank << ": " << e.what() << "\n";
+    return kExitInvariant;
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << o.rank << ": internal error: " << e.what() << "\n";
+    return kExitInternal;
   }
 }
 

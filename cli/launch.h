@@ -38,7 +38,4 @@ struct LaunchResult {
 // `yaml_text` is the scenario as written (copied into run_dir/scenario.yaml for the ranks).
 LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const LaunchOptions& o);
 
-// Diagnoses a finished run directory (or a directory of rank-*.jsonl files) post hoc.
-Diagnosis diagnose_run_dir(const std::string& dir, int world_size, std::vector<std::string>* warnings);
-
 }  // namespace flatline

@@ -25,7 +25,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "detectors/registry.h"
+#include "detectors/causes.h"
 #include "telemetry/jsonl.h"
 
 extern char** environ;
@@ -121,7 +121,12 @@ ExternalDetectorSpec parse_detector_spec(const std::string& s) {
 }
 
 const std::vector<std::string>& alarm_causes() {
-  static const std::vector<std::string> c = registered_detectors();
+  static const std::vector<std::string> c = [] {
+    std::vector<std::string> v;
+    for (const auto& cause : cause_table())
+      if (cause.kind != CauseKind::verdict) v.push_back(cause.id);
+    return v;
+  }();
   return c;
 }
 
@@ -322,7 +327,7 @@ struct DetectorFeed::Impl {
         a.cause = v.get<std::string>();
         if (!causes.count(a.cause)) {
           std::string list;
-          for (const auto& c : causes) list += (list.empty() ? "" : ", ") + c;
+          for (const auto& c : alarm_causes()) list += (list.empty() ? "" : ", ") + c;
           return fail(d, fmt::format("garbage on {}: unknown cause '{}' (expected one of: {}; or none)", where,
                                      snippet(a.cause), list));
         }

@@ -52,7 +52,8 @@ struct ExternalDetectorSpec {
 // "NAME=COMMAND" -> spec. Throws std::invalid_argument saying what is wrong.
 ExternalDetectorSpec parse_detector_spec(const std::string& s);
 
-// The cause ids an alarm may name: every registered detector's (detectors/registry.h).
+// The cause ids an alarm may name: every cause of the cause table that is not a verdict
+// (detectors/causes.h), in table order.
 const std::vector<std::string>& alarm_causes();
 
 struct ExternalAlarm {

@@ -2,6 +2,8 @@
 // external detectors, their aggregates, and the three renderings.
 #include "detectors/scoreboard.h"
 
+#include "detectors/causes.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,7 +13,7 @@
 namespace flatline {
 namespace {
 
-bool healthy_truth(const Manifest& m) { return m.faults.empty() || m.faults.front().kind == "healthy"; }
+bool healthy_truth(const Manifest& m) { return m.faults.empty() || is_healthy(m.faults.front().kind); }
 
 // The detection-level verdict from the first alarm's stamp.
 void detection(DetectorRunScore& r, const Manifest& m, int64_t step, double t) {
@@ -64,7 +66,7 @@ std::string first_said(const DetectorRunScore& r) {
   if (!r.error.empty()) return "error";
   if (!r.alarmed) return "-";
   const Diagnosis& d = r.cause.diagnosis;
-  return d.rank >= 0 && d.cause == "zero_grad_rank" ? fmt::format("{} rank {}", d.cause, d.rank) : d.cause;
+  return cause_with_rank(d.cause, d.rank, " rank ");
 }
 
 std::string pct(int k, int n) { return n ? fmt::format("{}/{} ({:.1f}%)", k, n, 100.0 * k / n) : "-"; }
@@ -85,7 +87,7 @@ DetectorRunScore score_builtin_run(const Manifest& m, const Diagnosis& d) {
   DetectorRunScore r;
   r.detector = kBuiltinDetector;
   r.cause = score_run(m, d);
-  r.alarmed = !(d.cause.empty() || d.cause == "healthy");
+  r.alarmed = !is_healthy(d.cause);
   r.named = r.alarmed;
   detection(r, m, d.detected_step, d.detected_t);
   r.expect_met = r.cause.expect_met;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -11,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include "detectors/causes.h"
+#include "faults/fault.h"
 #include "telemetry/writers/writer.h"
 
 namespace flatline {
@@ -83,18 +86,6 @@ struct Ctx {
   }
 };
 
-const std::map<std::string, std::set<std::string>>& fault_modes() {
-  static const std::map<std::string, std::set<std::string>> m = {
-      {"run_not_alive", {"hang", "stale_logging"}},
-      {"lr_zero", {"schedule_total_too_short", "finished_schedule_on_resume", "scheduler_not_stepped"}},
-      {"data_replay", {"resume_drops_sampler_state", "cycle_window"}},
-      {"loss_scale_collapse", {"overflow_streak", "scale_clamped_low"}},
-      {"zero_grad_rank", {"zeroed_buffer", "skipped_backward"}},
-      {"straggler", {"slow_rank"}},  // a fleet fault (not a checklist cause): one rank k% slower
-  };
-  return m;
-}
-
 FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
   c.expect_map(n, "faults[]");
   c.only_keys(n, "a fault", {"kind", "at", "range", "probability", "lifetime", "target", "params"});
@@ -102,10 +93,9 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
   f.line = n.Mark().line + 1;
   if (!n["kind"]) c.fail(n, "a fault needs 'kind'");
   f.kind = c.get<std::string>(n["kind"], "kind");
-  auto modes = fault_modes().find(f.kind);
-  if (modes == fault_modes().end())
-    c.fail(n["kind"], fmt::format("unknown fault kind '{}' (expected run_not_alive | lr_zero | data_replay | "
-                                  "loss_scale_collapse | zero_grad_rank)", f.kind));
+  const FaultKindDef* kind = find_fault_kind(f.kind);
+  if (!kind)
+    c.fail(n["kind"], fmt::format("unknown fault kind '{}' (expected {})", f.kind, join_ids(fault_kind_names(), " | ")));
   c.set_min<int64_t>(n, "at", f.at, 1);
   if (auto r = n["range"]) {
     c.expect_map(r, "range");
@@ -143,28 +133,36 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
       }
     }
   }
-  if (auto p = n["params"]) {
-    c.expect_map(p, "params");
+  // The mode first: it decides which parameters mean something.
+  const YAML::Node p = n["params"];
+  if (p) c.expect_map(p, "params");
+  if (p && p["mode"]) f.mode = c.get<std::string>(p["mode"], "mode");
+  std::vector<std::string> mode_names;
+  for (const auto& m : kind->modes) mode_names.push_back(m.name);
+  std::sort(mode_names.begin(), mode_names.end());
+  if (f.mode.empty()) c.fail(n, fmt::format("fault '{}' needs params.mode ({})", f.kind, join_ids(mode_names, " | ")));
+  const ModeDef* mode = kind->mode(f.mode);
+  if (!mode) c.fail(p["mode"], fmt::format("fault '{}' has no mode '{}'", f.kind, f.mode));
+  if (p) {
+    std::set<std::string> seen;
     for (auto it = p.begin(); it != p.end(); ++it) {
-      auto k = it->first.as<std::string>();
-      if (k == "mode") {
-        f.mode = c.get<std::string>(it->second, "mode");
-      } else if (k == "timeout_s" || k == "window" || k == "steps" || k == "max_scale" || k == "every" ||
-                 k == "slowdown") {
-        f.params[k] = c.get<double>(it->second, k);
-      } else {
-        c.fail(it->first, fmt::format("unknown fault param '{}' (expected mode, timeout_s, window, steps, "
-                                      "max_scale, slowdown)", k));
+      const auto k = it->first.as<std::string>();
+      if (!seen.insert(k).second) c.fail(it->first, fmt::format("duplicate key '{}' in params", k));
+      if (k == "mode") continue;
+      const ParamDef* d = mode->param(k);
+      if (!d) {
+        std::vector<std::string> names = {"mode"};
+        for (const auto& q : mode->params) names.push_back(q.name);
+        c.fail(it->first, fmt::format("unknown fault param '{}' for {}/{} (expected {})", k, f.kind, f.mode,
+                                      join_ids(names, ", ")));
       }
+      const double v = d->type == ParamType::integer ? static_cast<double>(c.get<int64_t>(it->second, k))
+                                                     : c.get<double>(it->second, k);
+      if (d->above_min ? !(v > d->min) : !(v >= d->min))
+        c.fail(it->second, fmt::format("'{}' must be {} {}, got {}", k, d->above_min ? ">" : ">=", d->min, v));
+      f.params[k] = v;
     }
   }
-  if (f.mode.empty()) {
-    std::string list;
-    for (auto& m : modes->second) list += (list.empty() ? "" : " | ") + m;
-    c.fail(n, fmt::format("fault '{}' needs params.mode ({})", f.kind, list));
-  }
-  if (!modes->second.count(f.mode))
-    c.fail(n["params"]["mode"], fmt::format("fault '{}' has no mode '{}'", f.kind, f.mode));
   return f;
 }
 
@@ -306,9 +304,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   if (auto e = root["expect"]) {
     c.expect_map(e, "expect");
     c.only_keys(e, "expect", {"cause", "rank", "within_steps"});
-    c.set_one_of(e, "cause", s.expect.cause,
-                 {"healthy", "run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse", "zero_grad_rank",
-                  "straggler"});
+    c.set_one_of(e, "cause", s.expect.cause, {cause_ids().begin(), cause_ids().end()});
     c.set(e, "rank", s.expect.rank);
     if (s.expect.rank >= s.world_size)
       c.fail(e["rank"], fmt::format("expected rank {} is outside world_size {}", s.expect.rank, s.world_size));

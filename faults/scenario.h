@@ -1,6 +1,6 @@
-// Scenario: one YAML file = workload + faults + expectation (shared/DESIGN.md "Scenario YAML").
+// Scenario: one YAML file = workload + faults + expectation (docs/DESIGN.md §4).
 // Loading is strict: an unknown key, a wrong type or an out-of-range value is a ScenarioError that
-// names the file, line and column and what was expected. Defaults are the DESIGN.md example's.
+// names the file, line and column and what was expected. Keys and defaults: docs/DESIGN.md §4.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -53,8 +53,10 @@ struct FaultSpec {
   double probability = 1.0;                     // with range: seeded chance per candidate step
   int64_t lifetime_steps = -1;                  // -1: until end
   int target_rank = -1;                         // -1: all ranks
-  std::map<std::string, double> params;         // numeric params (timeout_s, window, steps, max_scale)
-  std::string param_mode;                       // params.mode (copied into `mode`)
+  // params besides mode, as the kind's registration declares them for this mode (faults/fault.h): the
+  // loader refuses an undeclared name, a non-integer where an integer is meant and a value below the
+  // minimum; integers are held exactly (|v| < 2^53).
+  std::map<std::string, double> params;
   int line = 0;                                 // where it was declared
   int index = 0;                                // position in the scenario's fault list (seeds `range` draws)
 };

@@ -1,6 +1,6 @@
 // Readers for the logs engineers already have: each turns one log format into flatline Records
-// (telemetry/record.h) so that the same detectors and checklist run on it (shared/DESIGN.md,
-// "readers for real logs"). One reader per file, all behind one signature (ParseFn):
+// (telemetry/record.h) so that the same detectors and checklist run on it (docs/DESIGN.md §10). One reader per file, all behind one
+// signature (ParseFn):
 //
 //   flatline     telemetry/rank-<r>.jsonl (readers/flatline_jsonl.cpp)
 //   hf           Hugging Face Trainer trainer_state.json (readers/hf_trainer.cpp)

@@ -18,10 +18,12 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
-#include "faults/fault.h"
+#include "core/check.h"
+#include "faults/effects.h"
 #include "sim/data.h"
 #include "sim/dist.h"
 #include "sim/fp16.h"
@@ -172,11 +174,9 @@ int64_t latest_checkpoint(const std::string& run_dir) {
 }
 
 struct Progress {  // everything besides model and optimizer that a checkpoint must restore
-  int64_t step = 0, sched_step = 0, opt_step = 0, samples_seen = 0;
+  TrainCounters c;
   SamplerState sampler;
-  LossScaler scaler;
-  int64_t log_step = 0;
-  double log_loss = 0;
+  LoggedStep logged;
 };
 
 // The model's spec, then "name [d0, d1, ...]" per parameter, one per line: what a checkpoint's model
@@ -217,9 +217,9 @@ void save_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, Tr
   model.save(ar);
   opt.save(opt_ar);
   ar.write("optimizer", opt_ar);
-  ar.write("progress", at::tensor({p.step, p.sched_step, p.opt_step, p.samples_seen, p.sampler.epoch,
-                                   p.sampler.position, p.scaler.growth_tracker, p.log_step}, at::kLong));
-  ar.write("progress_f", at::tensor({p.scaler.scale, p.log_loss}, at::kDouble));
+  ar.write("progress", at::tensor({p.c.step, p.c.sched_step, p.c.opt_step, p.c.samples_seen, p.sampler.epoch,
+                                   p.sampler.position, p.c.scaler.growth_tracker, p.logged.step}, at::kLong));
+  ar.write("progress_f", at::tensor({p.c.scaler.scale, p.logged.loss}, at::kDouble));
   ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
   const std::string path = fmt::format("{}/rank-{}.pt", dir, rank);
   ar.save_to(path + ".tmp");
@@ -250,16 +250,31 @@ Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec
   auto i = pi.accessor<int64_t, 1>();
   auto f = pf.accessor<double, 1>();
   Progress p;
-  p.step = i[0];
-  p.sched_step = i[1];
-  p.opt_step = i[2];
-  p.samples_seen = i[3];
+  p.c.step = i[0];
+  p.c.sched_step = i[1];
+  p.c.opt_step = i[2];
+  p.c.samples_seen = i[3];
   p.sampler = {i[4], i[5]};
-  p.scaler.growth_tracker = i[6];
-  p.log_step = i[7];
-  p.scaler.scale = f[0];
-  p.log_loss = f[1];
+  p.c.scaler.growth_tracker = i[6];
+  p.logged.step = i[7];
+  p.c.scaler.scale = f[0];
+  p.logged.loss = f[1];
   return p;
+}
+
+// c10 errors carry a C++ backtrace after the message: the message alone is what a person reads.
+std::string message_of(const std::exception& e) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  return c10e ? c10e->what_without_backtrace() : e.what();
+}
+
+// The recoverable failures of a rank (trainer.h): a collective (CommError, sim/dist.h), the file system
+// (IoError, telemetry/jsonl.h; std::filesystem), a checkpoint (already a RankError). nullopt: a bug.
+std::optional<RankError::Kind> recoverable_kind(const std::exception& e) {
+  if (auto* r = dynamic_cast<const RankError*>(&e)) return r->kind();
+  if (dynamic_cast<const CommError*>(&e)) return RankError::Kind::comm;
+  if (dynamic_cast<const IoError*>(&e) || dynamic_cast<const fs::filesystem_error*>(&e)) return RankError::Kind::io;
+  return std::nullopt;
 }
 
 // The gradient multiplier the optimizer applies: the loss-scale unscale (GradScaler.unscale_) and, when
@@ -289,16 +304,14 @@ int default_threads(int local_ranks) {
 
 }  // namespace
 
-RankResult train_rank(const RankOptions& o) {
+static RankResult train_rank_unchecked(const RankOptions& o) {
   const Scenario& sc = o.scenario;
   const int rank = o.rank, world = o.world_size;
   keep_freed_memory();
   at::set_num_threads(o.threads > 0 ? o.threads : default_threads(o.local_world_size));
 
   // ---- set-up: faults, schedule, telemetry, process group, data, model, optimizer -----------------
-  auto faults = make_faults(sc);
-  TrainPlan plan{LrSchedule(sc.schedule, sc.optimizer.lr)};
-  for (const auto& f : faults) f->plan(plan);
+  RunPlan plan(sc);  // the faults, the schedule after their plan(), the rules of a step (faults/effects.h)
 
   fs::create_directories(o.run_dir + "/telemetry");
   JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
@@ -338,8 +351,20 @@ RankResult train_rank(const RankOptions& o) {
   Watchdog watchdog(out, clock, rank, sc.heartbeat_s, o.telemetry);
 
   RankResult result;
+  // The `error` event of a failure; a writer that failed itself (a full disk) must not hide the failure.
+  auto note_error = [&](const std::string& msg) {
+    try {
+      event("error", result.last_step, msg);
+    } catch (...) {
+    }
+  };
   try {
-    const Data data = load_data(sc);
+    Data data;
+    try {
+      data = load_data(sc);
+    } catch (const std::runtime_error& e) {
+      throw IoError(fmt::format("rank {}: cannot load the training data: {}", rank, e.what()));
+    }
     std::shared_ptr<TrainModel> model;
     {
       // The default generator is process-wide: ranks run as threads in tests must not interleave draws.
@@ -358,33 +383,27 @@ RankResult train_rank(const RankOptions& o) {
     DistributedSampler sampler(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
 
     Progress pr;
-    pr.scaler.enabled = sc.precision == "fp16";
-    pr.scaler.scale = pr.scaler.enabled ? sc.loss_scale_init : 1.0;
-    pr.scaler.growth_interval = sc.loss_scale_growth_interval;
+    pr.c = plan.start();
     if (o.resume) {
       const int64_t ck = latest_checkpoint(o.run_dir);
-      if (ck < 0) throw RankError(fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint",
-                                              rank, o.run_dir));
-      const LossScaler configured = pr.scaler;
-      pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt);
-      pr.scaler.enabled = configured.enabled;  // settings come from the scenario, state from the checkpoint
-      pr.scaler.growth_interval = configured.growth_interval;
-      ResumeActions ra;
-      for (const auto& f : faults) f->resume(ra, pr.step);
-      if (!ra.restore_sampler) pr.sampler = SamplerState{};
-      if (ra.finish_scheduler) {  // the restored scheduler is one that ran to the end of a schedule to 0
-        plan.schedule.spec.min_lr = 0;
-        pr.sched_step = plan.schedule.spec.total;
+      if (ck < 0)
+        throw RankError(RankError::Kind::checkpoint,
+                        fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint", rank, o.run_dir));
+      try {
+        pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt);
+      } catch (const std::exception& e) {
+        throw RankError(RankError::Kind::checkpoint, message_of(e));
       }
-      event("resume", pr.step, fmt::format("from checkpoint step {}", ck));
-      event("checkpoint_load", pr.step, checkpoint_dir(o.run_dir, ck));
+      if (!plan.resume(pr.c).restore_sampler) pr.sampler = SamplerState{};
+      event("resume", pr.c.step, fmt::format("from checkpoint step {}", ck));
+      event("checkpoint_load", pr.c.step, checkpoint_dir(o.run_dir, ck));
     } else {
       event("run_start", 0, fmt::format("world_size {}, scenario {}", world, sc.name));
     }
     sampler.set_state(pr.sampler);
 
     const int per_micro = sc.batch_size;
-    for (int64_t step = pr.step + 1; step <= sc.steps; ++step) {
+    for (int64_t step = pr.c.step + 1; step <= sc.steps; ++step) {
       const auto t_step = std::chrono::steady_clock::now();
       StepActions act;
       act.step = step;
@@ -393,10 +412,11 @@ RankResult train_rank(const RankOptions& o) {
 
       // ---- data ---------------------------------------------------------------------------------
       watchdog.set(step, "data");
-      apply_all(faults, Hook::before_forward, act);
-      std::vector<int64_t> ids = act.batch_index >= 0 ? sampler.at(act.batch_index) : sampler.next();
+      plan.apply(Hook::before_forward, act);
+      const auto replaced = RunPlan::replaced_batch(act);
+      std::vector<int64_t> ids = replaced ? sampler.at(*replaced) : sampler.next();
       pr.sampler = sampler.state();
-      pr.samples_seen += static_cast<int64_t>(ids.size());
+      pr.c.samples_seen += static_cast<int64_t>(ids.size());
 
       // ---- forward + backward over grad_accum micro-batches (loss scaled for fp16) ------------------
       watchdog.set_phase("compute");
@@ -407,7 +427,7 @@ RankResult train_rank(const RankOptions& o) {
         model->set_inject_inf(act.inject_inf && m == 0);
         at::Tensor loss = model->loss(x, y);
         if (o.telemetry || world > 1) loss_sum += loss.item<double>();  // logged; all-reduced with the grads
-        const double factor = pr.scaler.scale / sc.grad_accum;  // fp16 loss scale; mean over micro-batches
+        const double factor = pr.c.scaler.scale / sc.grad_accum;  // fp16 loss scale; mean over micro-batches
         if (!act.skip_backward) (factor == 1.0 ? loss : loss * factor).backward();
       }
       for (auto& p : params)
@@ -415,20 +435,20 @@ RankResult train_rank(const RankOptions& o) {
       if (act.slowdown > 0)  // a straggler: this rank's forward + backward take (1 + slowdown) x as long
         std::this_thread::sleep_for(std::chrono::duration<double>(
             act.slowdown * std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count()));
-      apply_all(faults, Hook::after_backward, act);
-      if (act.zero_grads || act.skip_backward)
+      plan.apply(Hook::after_backward, act);
+      if (RunPlan::contributes_zeros(act))
         for (auto& p : params) p.mutable_grad().zero_();
       std::vector<at::Tensor> grads;
       for (auto& p : params) grads.push_back(p.grad());
       // This rank's own gradient, before the all-reduce (zero_grad_rank's signal); grads stay scaled.
       // Zero count and overflow check: telemetry, and the fp16 scaler's skip decision.
-      const bool full_stats = o.telemetry || pr.scaler.enabled;
+      const bool full_stats = o.telemetry || pr.c.scaler.enabled;
       const TensorStats local = tensor_stats(grads, /*full=*/world == 1 && full_stats);
-      const double local_grad_norm = std::sqrt(local.sum_sq) / pr.scaler.scale;
+      const double local_grad_norm = std::sqrt(local.sum_sq) / pr.c.scaler.scale;
       const double loss = loss_sum / sc.grad_accum;
 
       // ---- all-reduce: mean of gradients and of the loss over ranks --------------------------------
-      apply_all(faults, Hook::at_allreduce, act);
+      plan.apply(Hook::at_allreduce, act);
       if (act.block_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(act.block_s));
       watchdog.set_phase("collective");
       const auto t_comm = std::chrono::steady_clock::now();
@@ -453,22 +473,21 @@ RankResult train_rank(const RankOptions& o) {
       // One pass over the (still scaled) gradients gives the norm, the zero count and the overflow check;
       // the unscale and the clip coefficient are applied inside the optimizer's own pass.
       watchdog.set_phase("optimizer");
-      apply_all(faults, Hook::before_optimizer, act);
-      const double scale_used = pr.scaler.scale;
+      plan.apply(Hook::before_optimizer, act);
+      const double scale_used = pr.c.scaler.scale;
       const TensorStats global = world == 1 ? local : tensor_stats(grads, full_stats);
       const bool found_inf = !global.finite;
       const double grad_norm = std::sqrt(global.sum_sq) / scale_used;
-      const bool skipped = pr.scaler.update(found_inf, act.max_loss_scale);
-      const double lr = plan.schedule.lr(pr.sched_step);
+      const UpdateDecision upd = plan.update(pr.c, act, found_inf);
+      const bool skipped = upd.skip;
+      const double lr = upd.lr;
       UpdateNorms norms;
       const bool want_norms = o.telemetry || world > 1;  // logged; the cross-rank checksum below
       if (!skipped) {
         norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip), want_norms);
-        ++pr.opt_step;
       } else if (want_norms) {
         norms.param_sq = tensor_stats(params, /*full=*/false).sum_sq;
       }
-      if (!act.scheduler_frozen) ++pr.sched_step;
       const double update_norm = std::sqrt(norms.update_sq), param_norm = std::sqrt(norms.param_sq);
 
       // ---- consistency (nccl-tests' #wrong): parameters must be identical on every rank -------------
@@ -482,19 +501,16 @@ RankResult train_rank(const RankOptions& o) {
       }
 
       // ---- logging --------------------------------------------------------------------------------
-      apply_all(faults, Hook::at_logging, act);
-      if (!act.freeze_logging) {
-        pr.log_step = step;
-        pr.log_loss = loss;
-      }
-      if (o.telemetry && step % sc.log_every == 0) {  // real loggers print every N steps
+      plan.apply(Hook::at_logging, act);
+      RunPlan::log(pr.logged, act, step, loss);
+      if (o.telemetry && plan.logs(step)) {
         Record r;
         r.rank = rank;
         r.t = clock.t();
-        r.step = pr.log_step;
-        r.opt_step = pr.opt_step;
-        r.loss = pr.log_loss;
-        r.loss_avg = act.freeze_logging ? pr.log_loss : loss_avg;
+        r.step = pr.logged.step;
+        r.opt_step = pr.c.opt_step;
+        r.loss = pr.logged.loss;
+        r.loss_avg = RunPlan::logged_loss_avg(pr.logged, act, loss_avg);
         r.lr = lr;
         r.grad_norm = grad_norm;
         r.local_grad_norm = local_grad_norm;
@@ -506,12 +522,13 @@ RankResult train_rank(const RankOptions& o) {
         r.skipped = skipped;
         r.batch_hash = batch_hash(ids);
         r.epoch = pr.sampler.epoch;
-        r.samples_seen = pr.samples_seen;
+        r.samples_seen = pr.c.samples_seen;
         r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
         r.comm_ms = comm_ms;
+        r.param_mismatches = result.param_mismatches;
         out.post(std::move(r));
       }
-      pr.step = step;
+      pr.c.step = step;
       result.last_step = step;
       result.losses.push_back(loss);
       result.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count());
@@ -546,20 +563,25 @@ RankResult train_rank(const RankOptions& o) {
       if (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) {
         watchdog.set_phase("checkpoint");
         const std::string dir = checkpoint_dir(o.run_dir, step);
-        save_checkpoint(dir, rank, sc.model, *model, opt, pr);
+        try {
+          save_checkpoint(dir, rank, sc.model, *model, opt, pr);
+        } catch (const std::exception& e) {
+          throw RankError(RankError::Kind::checkpoint,
+                          fmt::format("{}/rank-{}.pt: cannot write the checkpoint: {}", dir, rank, message_of(e)));
+        }
         comm.barrier();
         if (rank == 0) std::ofstream(dir + "/COMPLETE") << step << "\n";
         event("checkpoint_save", step, dir);
       }
 
       // ---- restart: the scheduler stops every rank here; new processes resume from the checkpoint -----
-      if (!o.resume && sc.restart_at == step) {
+      if (plan.stops_for_restart(step, o.resume)) {
         event("stop_for_restart", step);
         result.stopped_for_restart = true;
         break;
       }
     }
-    result.opt_steps = pr.opt_step;
+    result.opt_steps = pr.c.opt_step;
     if (o.keep_params)
       for (auto& p : params) {
         at::Tensor c = p.detach().contiguous().to(at::kFloat);
@@ -567,14 +589,25 @@ RankResult train_rank(const RankOptions& o) {
       }
     if (!result.stopped_for_restart)
       event("run_end", result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
-  } catch (const std::exception& e) {
-    // c10 errors carry a C++ backtrace after the message: the message alone is what a person reads.
-    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
-    const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
-    event("error", result.last_step, msg);
-    throw RankError(msg);
+  } catch (const std::exception& e) {  // typed by train_rank() below
+    const bool bug = !recoverable_kind(e) && !dynamic_cast<const InvariantError*>(&e);
+    note_error(bug ? "internal error: " + message_of(e) : message_of(e));
+    throw;
   }
   return result;
+}
+
+// The error tiers (trainer.h): the recoverable failures become RankError of their kind, wherever in the
+// set-up or the step they happen; a bug leaves as itself.
+RankResult train_rank(const RankOptions& o) {
+  try {
+    return train_rank_unchecked(o);
+  } catch (const RankError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (auto k = recoverable_kind(e)) throw RankError(*k, message_of(e));
+    throw;
+  }
 }
 
 double measure_step_ms(const Scenario& sc, int steps, int threads) {

@@ -116,6 +116,7 @@ std::string to_json(const Record& r) {
   put(s, "samples_seen", r.samples_seen);
   put(s, "step_ms", r.step_ms);
   put(s, "comm_ms", r.comm_ms);
+  put(s, "param_mismatches", r.param_mismatches);
   put_str(s, "phase", r.phase);
   put_str(s, "name", r.name);
   put_str(s, "detail", r.detail);
@@ -163,6 +164,7 @@ Record parse_record(std::string_view line, const std::string& file, size_t line_
   r.samples_seen = get_int(j, "samples_seen", file, line_no);
   r.step_ms = get_double(j, "step_ms", file, line_no);
   r.comm_ms = get_double(j, "comm_ms", file, line_no);
+  r.param_mismatches = get_int(j, "param_mismatches", file, line_no);
   r.phase = get_str(j, "phase", file, line_no);
   r.name = get_str(j, "name", file, line_no);
   r.detail = get_str(j, "detail", file, line_no);
@@ -246,7 +248,7 @@ JsonlWriter::JsonlWriter(const std::string& path, bool append) : impl_(new Impl)
   if (!impl_->f) {
     std::string err = std::strerror(errno);
     delete impl_;
-    throw std::runtime_error(path + ": cannot open for writing: " + err);
+    throw IoError(path + ": cannot open for writing: " + err);
   }
 }
 JsonlWriter::~JsonlWriter() {
@@ -258,7 +260,7 @@ void JsonlWriter::write(const Record& r) {
   line += '\n';
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (std::fwrite(line.data(), 1, line.size(), impl_->f) != line.size() || std::fflush(impl_->f) != 0)
-    throw std::runtime_error(impl_->path + ": write failed: " + std::strerror(errno));
+    throw IoError(impl_->path + ": write failed: " + std::strerror(errno));
 }
 
 }  // namespace flatline

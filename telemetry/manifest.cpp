@@ -10,6 +10,12 @@ namespace flatline {
 
 using nlohmann::json;
 
+bool Manifest::failure_expected() const {
+  for (const auto& f : faults)
+    if (f.ends_run) return true;
+  return false;
+}
+
 void write_manifest(const Manifest& m, const std::string& path) {
   json j;
   j["scenario"] = m.scenario;
@@ -24,6 +30,7 @@ void write_manifest(const Manifest& m, const std::string& path) {
     json jf = {{"kind", f.kind}, {"mode", f.mode}, {"rank", f.rank}, {"active_from", f.active_from},
                {"onset_step", f.onset_step}};
     if (std::isfinite(f.onset_t)) jf["onset_t"] = f.onset_t;
+    if (f.ends_run) jf["ends_run"] = true;
     j["faults"].push_back(jf);
   }
   j["status"] = m.status;
@@ -95,6 +102,7 @@ Manifest read_manifest(const std::string& path) {
       mf.active_from = field<int64_t>(f, "active_from", -1, where, path);
       mf.onset_step = field<int64_t>(f, "onset_step", -1, where, path);
       mf.onset_t = field<double>(f, "onset_t", std::numeric_limits<double>::quiet_NaN(), where, path);
+      mf.ends_run = field<bool>(f, "ends_run", false, where, path);
       m.faults.push_back(mf);
     }
   }

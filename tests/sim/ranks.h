@@ -2,6 +2,9 @@
 // ProcessGroupGloo over one TCPStore), collect the first error, return every rank's result.
 #pragma once
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <random>
@@ -40,9 +43,20 @@ inline std::string temp_dir(const std::string& name) {
   return d.string();
 }
 
+// A TCP port that was free a moment ago: the kernel's pick for port 0 (the launcher's way, cli/launch.cpp).
+// A random base in a fixed range collided between test processes that ctest and other checkouts run at
+// the same time.
 inline int test_port() {
-  static int next = 20000 + static_cast<int>(std::random_device{}() % 20000);
-  return next += 7;
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = s >= 0 && bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  if (s >= 0) close(s);
+  EXPECT_TRUE(ok) << "no free TCP port";
+  return ntohs(a.sin_port);
 }
 
 inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& dir, bool resume = false,
