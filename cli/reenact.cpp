@@ -17,11 +17,18 @@ std::vector<std::string> merged_formats(const Scenario& s, const std::vector<std
 }
 
 std::vector<std::string> formats_of(const std::string& recorded_run, const std::vector<std::string>& extra) {
+  // what the recording wrote (the scenario's, or --formats at the time), its scenario's, what is asked now
+  Scenario s;
   try {
-    return merged_formats(load_scenario_file(recorded_run + "/scenario.yaml"), extra);
-  } catch (const ScenarioError&) {  // a scenario this flatline no longer loads: only what was asked now
-    return extra;
+    s = load_scenario_file(recorded_run + "/scenario.yaml");
+  } catch (const ScenarioError&) {  // a scenario this flatline no longer loads
   }
+  std::vector<std::string> out;
+  for (const auto& f : format_kinds())
+    if (fs::is_directory(format_dir(recorded_run, f))) out.push_back(f);
+  for (const auto& f : merged_formats(s, extra))
+    if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+  return out;
 }
 
 Reenactment::Reenactment(const std::string& scratch, const Manifest& m,

@@ -19,7 +19,7 @@ namespace flatline::cli {
 
 // The formats of a run of `s`, with `extra` (--formats) added.
 std::vector<std::string> merged_formats(const Scenario& s, const std::vector<std::string>& extra);
-// The formats a recorded run asked for (its scenario.yaml), with `extra` added.
+// The formats a recorded run wrote (its formats/ directories, its scenario's), with `extra` added.
 std::vector<std::string> formats_of(const std::string& recorded_run, const std::vector<std::string>& extra);
 
 class Reenactment {

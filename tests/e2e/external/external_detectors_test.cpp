@@ -165,6 +165,11 @@ TEST(ExternalDetectors, TensorBoardWatcherIsScoredLiveOnLrZero) {
   EXPECT_EQ(run["alarms"][0]["cause"], "lr_zero");
   EXPECT_GE(run["alarms"][0]["step"].get<int>(), 40);
   EXPECT_FALSE(fs::is_empty(d + "/runs/ext-tb/formats/tensorboard"));
+  // Replayed, the detector sees the event file re-written at the pace it reads: the same verdict.
+  Ran again = flatline("score " + d + "/runs --detector tb='python3 " + FLATLINE_SOURCE_DIR +
+                       "/examples/detectors/tensorboard_lr.py' --gate tb --json " + d + "/r.json");
+  EXPECT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(runs_of(read_json(d + "/r.json"), "tb")["ext-tb"]["result"], "ok") << again.out;
 }
 
 // Every way a detector can fail, attached together to one live run: each gets its verdict with the
