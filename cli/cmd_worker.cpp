@@ -68,6 +68,8 @@ int run_worker(const Args& a) {
   } catch (const RankError& e) {
     std::cerr << "rank " << o.rank << " failed: " << e.what() << "\n";
     return kExitRankError;
+  } catch (const ScenarioError&) {  // the scenario does not fit this rank's data: main() says so, exits 2
+    throw;
   } catch (const InvariantError& e) {
     std::cerr << "rank " << o.rank << ": " << e.what() << "\n";
     return kExitInvariant;

@@ -18,6 +18,7 @@
 #include <map>
 #include <thread>
 
+#include "core/ports.h"
 #include "core/protocol.h"
 #include "faults/effects.h"
 #include "telemetry/jsonl.h"
@@ -34,21 +35,6 @@ constexpr int kPollMs = 50, kPollWithDetectorsMs = 10;
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int free_port() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throw std::runtime_error(std::string("cannot find a free TCP port: ") + std::strerror(errno));
-  int port = ntohs(a.sin_port);
-  close(s);
-  return port;
 }
 
 pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, bool resume) {
@@ -122,7 +108,7 @@ struct LiveFeed {
 // Runs one phase (start or resume) of all ranks; returns the exit codes, first error.
 std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0, bool resume, Triage& tri,
                            LiveFeed& feed, std::string& first_error) {
-  const int port = free_port();
+  const int port = free_tcp_port();
   std::vector<pid_t> pids;
   for (int r = 0; r < s.world_size; ++r) pids.push_back(spawn_rank(o, s, r, port, t0, resume));
   std::vector<int> codes(pids.size(), -1);

@@ -36,6 +36,12 @@ constexpr int kExitInvariant = 5;      // a broken invariant (FLATLINE_CHECK, co
 constexpr int kExitInternal = 6;       // any other unexpected exception: a bug without a check
 constexpr int kExitExecFailed = 127;   // the launcher could not exec the worker (the shell's convention)
 
+// ---- joining ---------------------------------------------------------------------------------------
+// How long a rank waits for every rank to reach the store (TCPStore's timeout) when the collective
+// timeout is shorter: starting a process and connecting on a loaded machine can take seconds, and a
+// short collective timeout (a test's, a hang scenario's) must not make the join itself fail.
+constexpr double kJoinTimeoutS = 60;
+
 // ---- timing of a hang ----------------------------------------------------------------------------
 // A hung rank (faults/run_not_alive.cpp, mode hang) blocks before the all-reduce for the collective
 // timeout plus this by default, so its peers' all-reduce times out first and each logs the error.

@@ -92,7 +92,7 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   double onset_t = kNaN;
   if (!m.faults.empty()) {
     const ManifestFault& f = m.faults.front();
-    r.truth_cause = f.kind;
+    r.truth_cause = f.cause_id();
     r.truth_rank = f.rank;
     r.active_from = f.active_from;
     r.onset_step = f.onset_step;

@@ -13,7 +13,7 @@
 namespace flatline {
 namespace {
 
-bool healthy_truth(const Manifest& m) { return m.faults.empty() || is_healthy(m.faults.front().kind); }
+bool healthy_truth(const Manifest& m) { return m.faults.empty() || is_healthy(m.faults.front().cause_id()); }
 
 // The detection-level verdict from the first alarm's stamp.
 void detection(DetectorRunScore& r, const Manifest& m, int64_t step, double t) {

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "detectors/causes.h"
 
 namespace flatline {
 namespace {
@@ -38,7 +39,11 @@ const ModeDef* FaultKindDef::mode(const std::string& m) const {
 
 void register_fault_kind(FaultKindDef def) {
   const std::string kind = def.kind;
+  if (def.cause.empty()) def.cause = kind;
   FLATLINE_CHECK(!registry().count(kind), "fault kind '{}' registered twice", kind);
+  const Cause* c = find_cause(def.cause);
+  FLATLINE_CHECK(c && c->kind != CauseKind::verdict, "fault kind '{}' injects '{}', which is not a cause of the "
+                 "cause table (detectors/causes.cpp)", kind, def.cause);
   registry().emplace(kind, std::move(def));
 }
 
@@ -108,6 +113,7 @@ int64_t Fault::first_active_step() const { return onsets_.empty() ? -1 : onsets_
 FaultTruth Fault::truth() const {
   FaultTruth t;
   t.kind = spec_.kind;
+  t.cause = find_fault_kind(spec_.kind)->cause;
   t.mode = spec_.mode;
   t.rank = spec_.target_rank;
   t.active_from = t.onset_step = first_active_step();
@@ -135,6 +141,7 @@ Manifest scenario_manifest(const Scenario& s, const std::string& versions) {
     FaultTruth t = f->truth();
     ManifestFault mf;
     mf.kind = t.kind;
+    mf.cause = t.cause;
     mf.mode = t.mode;
     mf.rank = t.rank;
     mf.active_from = t.active_from;

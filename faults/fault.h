@@ -56,6 +56,7 @@ struct TrainPlan {
 // Ground truth for the manifest: two steps per fault (docs/DESIGN.md §6).
 struct FaultTruth {
   std::string kind, mode;
+  std::string cause;           // the cause it injects (a row of detectors/causes.h): the scorer's truth
   int rank = -1;               // target rank, -1 = all
   int64_t active_from = -1;    // first step at which the run differs from its healthy twin
   int64_t onset_step = -1;     // step at which the cause is fully in place
@@ -97,8 +98,9 @@ class Fault {
 // ---- the fault registry: each kind declares its modes and their typed parameters ------------------
 // The scenario loader builds its tables and error messages from it (faults/scenario.cpp): an unknown
 // kind, mode or parameter, a non-integer where an integer is meant and a value below a parameter's
-// minimum are ScenarioErrors with file:line:column. A fault kind's name is the cause id it injects
-// (detectors/causes.h), so the manifest's kind is the scorer's truth.
+// minimum are ScenarioErrors with file:line:column. Each kind names the cause it injects (a row of
+// detectors/causes.h; by default its own name): the manifest records it as the scorer's truth, so a
+// second way to make a run not alive is a new kind whose cause is run_not_alive.
 enum class ParamType { integer, number };
 
 struct ParamDef {
@@ -120,6 +122,7 @@ using FaultFactory = std::function<std::unique_ptr<Fault>(const FaultSpec&, cons
 
 struct FaultKindDef {
   std::string kind;
+  std::string cause;  // the cause it injects ("" at registration: the kind's own name)
   std::vector<ModeDef> modes;
   FaultFactory make;
   const ModeDef* mode(const std::string& m) const;
@@ -146,13 +149,16 @@ void apply_all(const std::vector<std::unique_ptr<Fault>>& faults, Hook h, StepAc
 
 }  // namespace flatline
 
-// In a fault's file: FLATLINE_REGISTER_FAULT(Type, "kind", {{"mode", "help", {params...}}, ...});
-#define FLATLINE_REGISTER_FAULT(Type, kind, ...)                                                     \
+// In a fault's file: FLATLINE_REGISTER_FAULT(Type, "kind", {{"mode", "help", {params...}}, ...}) for a
+// kind named after the cause it injects, FLATLINE_REGISTER_FAULT_CAUSING(Type, "kind", "cause", {...})
+// for another way to inject an existing cause.
+#define FLATLINE_REGISTER_FAULT_CAUSING(Type, kind, cause, ...)                                      \
   static const bool flatline_fault_registered_##Type = [] {                                          \
     ::flatline::register_fault_kind(                                                                 \
-        {kind, std::vector<::flatline::ModeDef> __VA_ARGS__,                                         \
+        {kind, cause, std::vector<::flatline::ModeDef> __VA_ARGS__,                                  \
          [](const ::flatline::FaultSpec& f, const ::flatline::Scenario& s) {                         \
            return std::unique_ptr<::flatline::Fault>(new Type(f, s));                                \
          }});                                                                                        \
     return true;                                                                                     \
   }()
+#define FLATLINE_REGISTER_FAULT(Type, kind, ...) FLATLINE_REGISTER_FAULT_CAUSING(Type, kind, "", __VA_ARGS__)

@@ -82,7 +82,8 @@ size_t drill_pick(size_t n, uint64_t seed) {
 Drill::Drill(RunData run, std::function<double()> now_s) : run_(std::move(run)), now_(std::move(now_s)) {
   t0_ = now_();
   if (run_.manifest && !run_.manifest->faults.empty()) {
-    score_.truth_cause = run_.manifest->faults.front().kind;
+    const ManifestFault& f = run_.manifest->faults.front();
+    score_.truth_cause = f.cause_id();
     score_.truth_rank = run_.manifest->faults.front().rank;
   }
 }

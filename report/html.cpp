@@ -34,7 +34,8 @@ std::string run_section(const RunData& run, const std::vector<PlotSpec>& specs, 
     std::string truth = "healthy (no fault)";
     if (!m.faults.empty()) {
       const ManifestFault& f = m.faults.front();
-      truth = fmt::format("{}, mode {}: active from step {}, in place at step {}", with_rank(f.kind, f.rank), f.mode,
+      truth = fmt::format("{}, fault {}/{}: active from step {}, in place at step {}", with_rank(f.cause_id(), f.rank),
+                          f.kind, f.mode,
                           f.active_from, f.onset_step);
     }
     s += fmt::format("<p><b>truth</b> (manifest): {}; run {} after {:.1f} s, {} ranks, {} steps</p>\n",

@@ -5,7 +5,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <cstring>
+
+#include "core/protocol.h"
 
 namespace flatline {
 
@@ -18,7 +21,7 @@ Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::
     o.isServer = rank == 0;
     o.numWorkers = world;
     o.waitWorkers = true;
-    o.timeout = timeout;
+    o.timeout = std::max(timeout, std::chrono::milliseconds(static_cast<int64_t>(kJoinTimeoutS * 1000)));
     store_ = c10::make_intrusive<c10d::TCPStore>(addr, o);
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(addr));

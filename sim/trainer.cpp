@@ -380,7 +380,13 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       for (auto& p : params) comm.broadcast(p, 0);
     }
     Optimizer opt(sc.optimizer, params);
-    DistributedSampler sampler(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
+    std::optional<DistributedSampler> sampler_or;
+    try {
+      sampler_or.emplace(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
+    } catch (const std::invalid_argument& e) {  // the scenario asks more of its data than it holds
+      throw ScenarioError(fmt::format("{}: {}", sc.source, e.what()));
+    }
+    DistributedSampler& sampler = *sampler_or;
 
     Progress pr;
     pr.c = plan.start();
@@ -590,7 +596,8 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
     if (!result.stopped_for_restart)
       event("run_end", result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
   } catch (const std::exception& e) {  // typed by train_rank() below
-    const bool bug = !recoverable_kind(e) && !dynamic_cast<const InvariantError*>(&e);
+    const bool bug = !recoverable_kind(e) && !dynamic_cast<const InvariantError*>(&e) &&
+                     !dynamic_cast<const ScenarioError*>(&e);
     note_error(bug ? "internal error: " + message_of(e) : message_of(e));
     throw;
   }

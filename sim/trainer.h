@@ -6,7 +6,8 @@
 // times out (a peer died or hung), the file system (a telemetry or data file), a checkpoint that cannot
 // be written or read — writes an `error` event and throws RankError of that kind. Anything else is a bug
 // and leaves as itself after the same `error` event ("internal error: ..."): InvariantError from a
-// FLATLINE_CHECK (core/check.h), or any other exception. Either way every completed step's record is on
+// FLATLINE_CHECK (core/check.h), or any other exception (std::logic_error from a broken precondition).
+// A scenario that asks more of its data than the data holds leaves as a ScenarioError. Either way every completed step's record is on
 // disk by then (records are written and flushed, one line each, by a background thread within
 // microseconds of the step; train_rank drains it before it returns or throws).
 #pragma once

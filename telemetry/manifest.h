@@ -16,6 +16,8 @@ struct ManifestFault {
   int64_t onset_step = -1;   // step at which the cause is fully in place
   double onset_t = std::numeric_limits<double>::quiet_NaN();  // run time of onset_step on the target
   bool ends_run = false;     // the fault ends the run with an error by design (a hang): a failed run is its effect
+  std::string cause;         // the cause it injects (docs/DESIGN.md §2); empty in an older manifest
+  const std::string& cause_id() const { return cause.empty() ? kind : cause; }  // empty: named after it
 };
 
 struct Manifest {

@@ -222,7 +222,7 @@ TEST(FaultEffect, HangBlocksTheTargetAndThePeersFailWithinTheCollectiveTimeout) 
     });
   for (auto& t : ts) t.join();
   EXPECT_NE(errors[0].find("all-reduce failed"), std::string::npos) << errors[0];
-  EXPECT_LT(seconds[0], 1.5 + 1.0 + 1.5);  // the collective timeout, start-up, slack
+  EXPECT_LT(seconds[0], 1.5 + 5.0);  // the collective timeout, plus start-up and a loaded machine's slack
   EXPECT_GE(seconds[1], 3.0);              // the hung rank blocked for its timeout_s
   for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(steps_of(dir, rank).size(), 4u);  // steps 1..4 on disk
 }

@@ -2,9 +2,6 @@
 // ProcessGroupGloo over one TCPStore), collect the first error, return every rank's result.
 #pragma once
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <random>
@@ -12,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/ports.h"
 #include "faults/scenario.h"
 #include "sim/trainer.h"
 #include "telemetry/jsonl.h"
@@ -43,21 +41,8 @@ inline std::string temp_dir(const std::string& name) {
   return d.string();
 }
 
-// A TCP port that was free a moment ago: the kernel's pick for port 0 (the launcher's way, cli/launch.cpp).
-// A random base in a fixed range collided between test processes that ctest and other checkouts run at
-// the same time.
-inline int test_port() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  const bool ok = s >= 0 && bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  if (s >= 0) close(s);
-  EXPECT_TRUE(ok) << "no free TCP port";
-  return ntohs(a.sin_port);
-}
+// A free port below the ephemeral range (core/ports.h: a kernel-picked one lets a rank connect to itself).
+inline int test_port() { return free_tcp_port(); }
 
 inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& dir, bool resume = false,
                                          bool keep_params = true) {
