@@ -7,6 +7,7 @@
 // internal error.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "core/check.h"
 #include "core/protocol.h"
 #include "sim/trainer.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline::cli {
 namespace {
@@ -26,7 +28,7 @@ int env_int(const char* a, const char* b, int dflt) {
 }
 
 struct Args {
-  std::string scenario, run_dir;
+  std::string scenario, run_dir, formats;
   bool resume = false;
   PlacementArgs placement;
 };
@@ -45,6 +47,17 @@ int run_worker(const Args& a) {
   o.threads = env_int(kEnvThreads, nullptr, 0);
   if (const char* t = std::getenv(kEnvRunT0)) o.run_t0 = std::atof(t);
   o.resume = a.resume;
+  // --formats adds to the scenario's own foreign-format logs (rank 0 writes them)
+  for (size_t p = 0; p < a.formats.size();) {
+    size_t q = a.formats.find(',', p);
+    if (q == std::string::npos) q = a.formats.size();
+    const std::string f = a.formats.substr(p, q - p);
+    if (!f.empty() && std::find(o.scenario.formats.begin(), o.scenario.formats.end(), f) == o.scenario.formats.end()) {
+      if (!is_format_name(f)) throw ScenarioError("--formats: unknown format '" + f + "' (expected " + format_names() + ")");
+      o.scenario.formats.push_back(f);
+    }
+    p = q + 1;
+  }
   if (o.world_size != o.scenario.world_size)
     std::cerr << fmt::format("note: {} {} overrides the scenario's world_size {}\n", kEnvWorldSize, o.world_size,
                              o.scenario.world_size);
@@ -76,6 +89,8 @@ FLATLINE_COMMAND("worker", "one rank; reads RANK, WORLD_SIZE, MASTER_ADDR, MASTE
   sub.add_option("--run-dir", a->run_dir, "run directory")->required();
   sub.add_flag("--resume", a->resume, "resume from the latest checkpoint in the run directory");
   a->placement.add(sub);
+  sub.add_option("--formats", a->formats, "also write these foreign-format logs on rank 0 (comma-separated: " +
+                                              format_names() + ")");
   return [a] { return run_worker(*a); };
 });
 

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "detectors/causes.h"
 #include "faults/fault.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline {
 namespace {
@@ -177,7 +179,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
                "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "faults", "expect"});
+               "log_every", "formats", "faults", "expect"});
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -285,6 +287,19 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.set(root, "collective_timeout_s", s.collective_timeout_s);
   if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
   c.set_min(root, "log_every", s.log_every, 1);
+  if (auto f = root["formats"]) {
+    c.expect_map(f, "formats");
+    c.only_keys(f, "formats", {"write", "every"});
+    if (auto w = f["write"]) {
+      if (!w.IsSequence()) c.fail(w, "'write' must be a list of formats (" + format_names() + ")");
+      for (const auto& x : w) {
+        const auto name = c.get<std::string>(x, "write[]");
+        if (!is_format_name(name)) c.fail(x, fmt::format("unknown format '{}' (expected {})", name, format_names()));
+        s.formats.push_back(name);
+      }
+    }
+    c.set_min(f, "every", s.formats_every, 1);
+  }
   if (auto fs = root["faults"]) {
     if (!fs.IsSequence()) c.fail(fs, "'faults' must be a list");
     for (const auto& f : fs) {
@@ -338,6 +353,22 @@ Scenario load_scenario_text(const std::string& yaml, const std::string& source) 
   } catch (const YAML::Exception& e) {  // a conversion the checks above did not foresee
     throw ScenarioError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+}
+
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume) {
+  FormatContext c;
+  c.run_dir = run_dir;
+  c.every = s.formats_every;
+  c.world_size = s.world_size;
+  c.global_batch = int64_t{s.batch_size} * s.grad_accum * s.world_size;
+  c.train_iters = s.steps;
+  c.optimizer = s.optimizer.kind;
+  c.beta1 = s.optimizer.beta1;
+  c.beta2 = s.optimizer.beta2;
+  c.wall_t0 = run_t0 > 0 ? run_t0
+                         : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  c.resume = resume;
+  return c;
 }
 
 Scenario load_scenario_file(const std::string& path) {
@@ -407,6 +438,9 @@ std::string to_yaml(const Scenario& s) {
   e << YAML::Key << "heartbeat_s" << YAML::Value << num(s.heartbeat_s);
   e << YAML::Key << "collective_timeout_s" << YAML::Value << num(s.collective_timeout_s);
   e << YAML::Key << "log_every" << YAML::Value << s.log_every;
+  if (!s.formats.empty())
+    e << YAML::Key << "formats" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "write" << YAML::Value
+      << YAML::Flow << s.formats << YAML::Key << "every" << YAML::Value << s.formats_every << YAML::EndMap;
   e << YAML::Key << "faults" << YAML::Value << YAML::BeginSeq;
   for (const auto& f : s.faults) {
     e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << f.kind;

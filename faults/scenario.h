@@ -101,9 +101,17 @@ struct Scenario {
   double heartbeat_s = 0.5;
   double collective_timeout_s = 30;  // all-reduce timeout: how long a hung rank can stall the others
   int log_every = 1;             // write a step record every N steps (real loggers are sparse)
+  // Foreign-format logs rank 0 also writes, live (telemetry/writers/writer.h): `formats: {write:
+  // [tensorboard, hf, ...], every: N}` (every: the frameworks' logging interval, in steps).
+  std::vector<std::string> formats;
+  int formats_every = 1;
   std::vector<FaultSpec> faults;
   ExpectSpec expect;
 };
+
+struct FormatContext;  // telemetry/writers/writer.h
+// The foreign-format writers' context of a run of `s` (run_t0: the run's origin, Unix seconds; 0: now).
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume);
 
 Scenario load_scenario_file(const std::string& path);
 // `source` names the text in error messages (a file path, or "<embedded:main/x.yaml>").

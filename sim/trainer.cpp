@@ -36,6 +36,7 @@
 #include "sim/sampler.h"
 #include "telemetry/async_writer.h"
 #include "telemetry/jsonl.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline {
 namespace fs = std::filesystem;
@@ -390,7 +391,13 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
 
   fs::create_directories(o.run_dir + "/telemetry");
   JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
-  AsyncRecordWriter out(tel);  // every record of this rank, written off the step in the order posted
+  // Rank 0 also writes the foreign-format logs the scenario asks for, on the writer thread (frameworks log on rank 0).
+  std::unique_ptr<FormatSink> formats;
+  if (rank == 0 && o.telemetry && !sc.formats.empty())
+    formats = std::make_unique<FormatSink>(sc.formats, format_context(sc, o.run_dir, o.run_t0, o.resume));
+  AsyncRecordWriter out(tel, std::chrono::milliseconds(5),  // every record of this rank, written off the step
+                        formats ? std::function<void(const Record&)>([&f = *formats](const Record& r) { f.write(r); })
+                                : nullptr);
   Clock clock(0);
   auto event = [&](const std::string& name, int64_t step, const std::string& detail = "") {
     Record r;
