@@ -1,5 +1,6 @@
 // `flatline worker SCENARIO --run-dir DIR [--resume] [--device D] [--process-group G]`: one data-parallel
-// rank. The environment it reads and the exit status it leaves with are the launcher protocol
+// rank. A replay of `flatline confirm` (docs/DESIGN.md §14) adds [--carry-on] [--stop-after N]
+// [--checkpoint-at-stop] [--eval-from S] [--repair FILE]. The environment it reads and the exit status it leaves with are the launcher protocol
 // (core/protocol.h): torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 // (or Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), FLATLINE_THREADS,
 // FLATLINE_RUN_T0; 0 done, 2 a RankError (a collective, the file system or a checkpoint failed), 3 stopped
@@ -12,6 +13,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "confirm/intervention.h"
 #include "core/check.h"
 #include "core/protocol.h"
 #include "sim/trainer.h"
@@ -28,8 +30,9 @@ int env_int(const char* a, const char* b, int dflt) {
 }
 
 struct Args {
-  std::string scenario, run_dir, formats;
-  bool resume = false;
+  std::string scenario, run_dir, formats, repair;
+  bool resume = false, carry_on = false, checkpoint_at_stop = false;
+  int64_t stop_after = -1, eval_from = -1;
   PlacementArgs placement;
 };
 
@@ -47,6 +50,19 @@ int run_worker(const Args& a) {
   o.threads = env_int(kEnvThreads, nullptr, 0);
   if (const char* t = std::getenv(kEnvRunT0)) o.run_t0 = std::atof(t);
   o.resume = a.resume;
+  o.carry_on = a.carry_on && !a.resume;  // a replay that stopped for its restart resumes like the run
+  o.stop_after = a.stop_after;
+  o.checkpoint_at_stop = a.checkpoint_at_stop;
+  o.eval_from = a.eval_from;
+  if (!a.repair.empty()) {  // what the replay runs, like its scenario: a bad one is refused before training
+    try {
+      o.repair = make_intervention(repair_from_json(read_text_file(a.repair), a.repair), o.scenario);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(a.repair + ": " + e.what());
+    } catch (const std::runtime_error& e) {
+      throw ScenarioError(e.what());
+    }
+  }
   // --formats adds to the scenario's own foreign-format logs (rank 0 writes them)
   for (size_t p = 0; p < a.formats.size();) {
     size_t q = a.formats.find(',', p);
@@ -88,6 +104,13 @@ FLATLINE_COMMAND("worker", "one rank; reads RANK, WORLD_SIZE, MASTER_ADDR, MASTE
   sub.add_option("scenario", a->scenario, "scenario YAML file")->required();
   sub.add_option("--run-dir", a->run_dir, "run directory")->required();
   sub.add_flag("--resume", a->resume, "resume from the latest checkpoint in the run directory");
+  sub.add_flag("--carry-on", a->carry_on,
+               "a replay: start from the latest checkpoint as the processes that wrote it going on (not a resume)");
+  sub.add_option("--stop-after", a->stop_after, "a replay: train no further than this step")->check(CLI::PositiveNumber);
+  sub.add_flag("--checkpoint-at-stop", a->checkpoint_at_stop, "a replay: write a checkpoint after the last step trained");
+  sub.add_option("--eval-from", a->eval_from, "a replay: also evaluate the held-out loss after every step from this one")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--repair", a->repair, "a replay: the repair to make (a JSON RepairSpec, confirm/intervention.h)");
   a->placement.add(sub);
   sub.add_option("--formats", a->formats, "also write these foreign-format logs on rank 0 (comma-separated: " +
                                               format_names() + ")");

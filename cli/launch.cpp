@@ -38,7 +38,7 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, bool resume) {
+pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, LaunchOptions::Start start) {
   fs::create_directories(o.run_dir + "/logs");
   const std::string log = fmt::format("{}/logs/rank-{}.log", o.run_dir, rank);
   pid_t pid = fork();
@@ -61,7 +61,9 @@ pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, 
   if (o.threads_per_rank > 0) setenv(kEnvThreads, std::to_string(o.threads_per_rank).c_str(), 1);
   const std::string scen = o.run_dir + "/scenario.yaml";
   std::vector<const char*> argv = {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()};
-  if (resume) argv.push_back("--resume");
+  if (start == LaunchOptions::Start::resume) argv.push_back("--resume");
+  if (start == LaunchOptions::Start::carry_on) argv.push_back("--carry-on");
+  for (const auto& w : o.worker_args) argv.push_back(w.c_str());
   if (!o.device.empty()) argv.insert(argv.end(), {"--device", o.device.c_str()});
   if (!o.process_group.empty()) argv.insert(argv.end(), {"--process-group", o.process_group.c_str()});
   std::string formats;
@@ -109,11 +111,11 @@ struct LiveFeed {
 };
 
 // Runs one phase (start or resume) of all ranks; returns the exit codes, first error.
-std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0, bool resume, Triage& tri,
-                           LiveFeed& feed, std::string& first_error) {
+std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0, LaunchOptions::Start start,
+                           Triage& tri, LiveFeed& feed, std::string& first_error) {
   const int port = free_tcp_port();
   std::vector<pid_t> pids;
-  for (int r = 0; r < s.world_size; ++r) pids.push_back(spawn_rank(o, s, r, port, t0, resume));
+  for (int r = 0; r < s.world_size; ++r) pids.push_back(spawn_rank(o, s, r, port, t0, start));
   std::vector<int> codes(pids.size(), -1);
   size_t alive = pids.size();
   double kill_at = -1;
@@ -153,17 +155,18 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   LaunchResult res;
   const double start = wall_now();
   // A new run replaces an old one, but never a directory that is not a flatline run directory.
-  if (fs::exists(o.run_dir) && !fs::is_empty(o.run_dir) && !fs::exists(o.run_dir + "/manifest.json"))
+  if (!o.replay && fs::exists(o.run_dir) && !fs::is_empty(o.run_dir) && !fs::exists(o.run_dir + "/manifest.json"))
     throw std::runtime_error(o.run_dir + ": exists and is not a flatline run directory (no manifest.json); "
                                          "refusing to replace it: choose another --out or scenario name");
   std::error_code ec;
-  fs::remove_all(o.run_dir, ec);
+  if (!o.replay) fs::remove_all(o.run_dir, ec);
   fs::create_directories(o.run_dir + "/telemetry");
   std::ofstream(o.run_dir + "/scenario.yaml") << yaml_text;
 
   Manifest& m = res.manifest;
   m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));
-  write_manifest(m, o.run_dir + "/manifest.json");
+  if (o.replay) m.faults.clear();  // a replay's caller never sees the ground truth
+  else write_manifest(m, o.run_dir + "/manifest.json");
 
   DetectorConfig cfg;
   cfg.world_size = s.world_size;
@@ -175,7 +178,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
                                f.evidence.empty() ? "" : f.evidence.front())
                 << std::flush;
     });
-  LiveFeed feed(RunPlan(s).truths());
+  LiveFeed feed(o.replay ? std::vector<FaultTruth>{} : RunPlan(s).truths());
   std::unique_ptr<DetectorFeed> detectors;
   if (!o.detectors.empty()) {
     FeedOptions fo;
@@ -192,18 +195,18 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
 
-  auto codes = run_phase(s, o, start, false, tri, feed, res.first_error);
+  auto codes = run_phase(s, o, start, o.start, tri, feed, res.first_error);
   const bool restart = std::all_of(codes.begin(), codes.end(), [](int c) { return c == kExitRestart; });
-  if (restart) codes = run_phase(s, o, start, true, tri, feed, res.first_error);
+  if (restart) codes = run_phase(s, o, start, LaunchOptions::Start::resume, tri, feed, res.first_error);
   tri.finish(feed.last_t);
   res.diagnosis = tri.diagnosis();
   if (detectors) res.detector_outcomes = detectors->finish(wall_now() - start);
 
-  for (size_t i = 0; i < m.faults.size(); ++i) m.faults[i].onset_t = feed.onsets.onset_t(i);
+  for (size_t i = 0; i < feed.onsets.size(); ++i) m.faults[i].onset_t = feed.onsets.onset_t(i);
   m.status = res.first_error.empty() ? "completed" : "failed";
   m.error = res.first_error;
   m.wall_s = wall_now() - start;
-  write_manifest(m, o.run_dir + "/manifest.json");
+  if (!o.replay) write_manifest(m, o.run_dir + "/manifest.json");
   std::ofstream(o.run_dir + "/diagnosis.json") << to_json(res.diagnosis) << "\n";
   if (!feed.warnings.empty()) {
     std::ofstream w(o.run_dir + "/telemetry_warnings.txt");

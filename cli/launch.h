@@ -27,6 +27,12 @@ struct LaunchOptions {
   FeedLimits detector_limits;
   std::vector<std::pair<std::string, std::string>> detector_env;  // e.g. the formats' paths
   std::vector<std::string> formats;  // foreign-format logs rank 0 also writes (`worker --formats`)
+  // A replay (`flatline confirm`, docs/DESIGN.md §14): the caller prepared run_dir (the checkpoint it
+  // starts from, in checkpoints/), so it is not emptied; no manifest is written (a replay has no ground
+  // truth); the ranks' first start is `start` and every start gets `worker_args`.
+  bool replay = false;
+  enum class Start { fresh, resume, carry_on } start = Start::fresh;
+  std::vector<std::string> worker_args;
 };
 
 struct LaunchResult {

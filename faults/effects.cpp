@@ -3,11 +3,18 @@
 
 #include <cmath>
 
+#include "confirm/intervention.h"
+
 namespace flatline {
 
-RunPlan::RunPlan(const Scenario& s)
-    : scenario_(s), faults_(make_faults(s)), plan_{LrSchedule(s.schedule, s.optimizer.lr)} {
+RunPlan::RunPlan(const Scenario& s, std::shared_ptr<const Intervention> repair)
+    : scenario_(s), faults_(make_faults(s)), plan_{LrSchedule(s.schedule, s.optimizer.lr)}, repair_(std::move(repair)) {
   for (const auto& f : faults_) f->plan(plan_);
+}
+
+void RunPlan::apply(Hook h, StepActions& a) const {
+  apply_all(faults_, h, a);
+  if (repair_) repair_->apply(h, a);
 }
 
 TrainCounters RunPlan::start() const {
@@ -30,29 +37,42 @@ StepActions RunPlan::actions(int64_t step, int rank, int world_size) const {
 }
 
 UpdateDecision RunPlan::update(TrainCounters& c, const StepActions& a, bool found_inf) const {
-  return count(c, a, c.scaler.update(found_inf, a.max_loss_scale));
+  return count(c, a, c.scaler.update(found_inf, a.max_loss_scale, a.min_loss_scale));
 }
 
 UpdateDecision RunPlan::count(TrainCounters& c, const StepActions& a, bool skip) const {
   UpdateDecision d;
   d.skip = skip;
   d.lr = plan_.schedule.lr(c.sched_step);
+  if (d.lr < a.lr_hold_below) d.lr = a.lr_hold;
   if (!d.skip) ++c.opt_step;
   if (!a.scheduler_frozen) ++c.sched_step;
   return d;
 }
 
-ResumeActions RunPlan::resume(TrainCounters& restored) {
+// What every start from a checkpoint takes from the scenario rather than the checkpoint (the scaler's
+// settings), and what the faults change about the plan at a resume (a finished schedule decays to 0).
+ResumeActions RunPlan::restore_plan(TrainCounters& restored, bool faults_resume) {
   const LossScaler configured = start().scaler;  // settings come from the scenario, state from the checkpoint
   restored.scaler.enabled = configured.enabled;
   restored.scaler.growth_interval = configured.growth_interval;
   ResumeActions ra;
+  if (!faults_resume) return ra;
   for (const auto& f : faults_) f->resume(ra, restored.step);
-  if (ra.finish_scheduler) {  // the restored scheduler is one that ran to the end of a schedule to 0
-    plan_.schedule.spec.min_lr = 0;
-    restored.sched_step = plan_.schedule.spec.total;
-  }
+  if (ra.finish_scheduler) plan_.schedule.spec.min_lr = 0;  // the restored scheduler ran a schedule to 0
   return ra;
+}
+
+ResumeActions RunPlan::resume(TrainCounters& restored) {
+  ResumeActions ra = restore_plan(restored, true);
+  if (ra.finish_scheduler) restored.sched_step = plan_.schedule.spec.total;
+  if (repair_) repair_->restart(restored);
+  return ra;
+}
+
+void RunPlan::carry_on(TrainCounters& restored, bool resumed) {
+  restore_plan(restored, resumed);  // the counters the faults changed at that resume are the checkpoint's
+  if (repair_) repair_->restart(restored);
 }
 
 std::vector<FaultTruth> RunPlan::truths() const {

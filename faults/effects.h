@@ -21,6 +21,8 @@
 
 namespace flatline {
 
+class Intervention;  // a confirmation's repair (confirm/intervention.h)
+
 // What a checkpoint restores besides the model, the optimizer and the sampler.
 struct TrainCounters {
   int64_t step = 0;          // last completed global step
@@ -45,7 +47,9 @@ struct UpdateDecision {
 class RunPlan {
  public:
   // Builds the scenario's faults (ScenarioError for one it cannot host) and applies their plan().
-  explicit RunPlan(const Scenario& s);
+  // `repair`: the intervention of a confirmation's repaired replay (confirm/intervention.h, docs/DESIGN.md
+  // §14), acting after the faults at every hook and at the start from a checkpoint; none otherwise.
+  explicit RunPlan(const Scenario& s, std::shared_ptr<const Intervention> repair = nullptr);
 
   const Scenario& scenario() const { return scenario_; }
   const std::vector<std::unique_ptr<Fault>>& faults() const { return faults_; }
@@ -55,9 +59,9 @@ class RunPlan {
   // PyTorch torch/amp/grad_scaler.py, unless `loss_scaler:` says otherwise; off without fp16).
   TrainCounters start() const;
 
-  // The faults' actions at hook h (the trainer calls each hook where its step reaches it); a.step and
-  // a.rank must be set.
-  void apply(Hook h, StepActions& a) const { apply_all(faults_, h, a); }
+  // The faults' actions at hook h (the trainer calls each hook where its step reaches it), then the
+  // repair's, which has the last word; a.step and a.rank must be set.
+  void apply(Hook h, StepActions& a) const;
   // Every hook in order, for an executor with nothing to do between them (the simulator).
   StepActions actions(int64_t step, int rank, int world_size) const;
 
@@ -69,9 +73,10 @@ class RunPlan {
   // The rank sends zeros into the gradient all-reduce (its buffer zeroed, or its backward skipped).
   static bool contributes_zeros(const StepActions& a) { return a.zero_grads || a.skip_backward; }
 
-  // After the overflow check of a step: the scaler updates (and a fault's clamp applies), the lr of the
-  // update is read, the optimizer and scheduler counters advance (the scheduler steps on a skipped
-  // update too, as torch.optim.lr_scheduler does after GradScaler.step; a frozen one never does).
+  // After the overflow check of a step: the scaler updates (and a fault's clamp applies, then a
+  // repair's floor), the lr of the update is read (a repair's a.lr_hold where it collapsed), the optimizer
+  // and scheduler counters advance (the scheduler steps on a skipped update too, as
+  // torch.optim.lr_scheduler does after GradScaler.step; a frozen one never does).
   UpdateDecision update(TrainCounters& c, const StepActions& a, bool found_inf) const;
   // The same after a scaler that lives elsewhere (kernels: aten, the scaler on the device, sim/amp.h) has
   // decided `skip` itself: the lr read and the counters only.
@@ -94,16 +99,26 @@ class RunPlan {
     return !resumed && scenario_.restart_at == step;
   }
   // At a resume from a checkpoint: the scenario's scaler settings over the checkpoint's scaler state,
-  // then what the faults change about what is restored (a finished schedule's scheduler state). Returns
-  // the faults' ResumeActions; the executor resets its sampler when !restore_sampler.
+  // then what the faults change about what is restored (a finished schedule's scheduler state), then
+  // the repair's restart. Returns the faults' ResumeActions; the executor resets its sampler when
+  // !restore_sampler.
   ResumeActions resume(TrainCounters& restored);
+  // At a start from a checkpoint as the processes that wrote it going on (a replay of its later steps,
+  // `flatline confirm`): the scenario's scaler settings over the checkpoint's state; when those
+  // processes had themselves been resumed (`resumed`), what the faults changed about the plan at that
+  // resume is made again (what they changed about the counters and the sampler is in the checkpoint
+  // already); then the repair's restart.
+  void carry_on(TrainCounters& restored, bool resumed);
 
   std::vector<FaultTruth> truths() const;
 
  private:
   Scenario scenario_;
+  ResumeActions restore_plan(TrainCounters& restored, bool faults_resume);
+
   std::vector<std::unique_ptr<Fault>> faults_;
   TrainPlan plan_;
+  std::shared_ptr<const Intervention> repair_;
 };
 
 // When each fault's onset happened, in run time, from a run's records as they are written (any

@@ -40,6 +40,10 @@ struct StepActions {
   int64_t batch_index = -1;    // >= 0: fetch this sampler batch index instead of the next one
   bool scheduler_frozen = false;  // the LR scheduler does not step after this update
   double slowdown = 0;         // this rank's forward + backward take (1 + slowdown) x as long (a straggler)
+  // Set only by a confirmation's repair (confirm/intervention.h), after the faults; never by a fault.
+  double lr_hold = 0, lr_hold_below = 0;  // an update whose scheduled lr is below lr_hold_below trains with
+                                          // lr_hold instead (lr_zero's repair)
+  double min_loss_scale = 0;   // the dynamic loss scale never backs off below this (loss_scale_collapse's)
 };
 
 // What a fault may change when ranks resume from a checkpoint (a `restart` in the scenario).

@@ -42,10 +42,11 @@ at::Tensor GradScaler::unscale_(at::TensorList grads) {
   return found_inf;
 }
 
-void GradScaler::update(const at::Tensor& found_inf, double max_scale) {
+void GradScaler::update(const at::Tensor& found_inf, double max_scale, double min_scale) {
   if (!enabled_) return;
   at::_amp_update_scale_(scale_, growth_tracker_, found_inf, growth_factor_, backoff_factor_, growth_interval_);
   if (max_scale < std::numeric_limits<double>::infinity()) scale_.clamp_max_(max_scale);
+  if (min_scale > 0) scale_.clamp_min_(min_scale);
 }
 
 LossScaler GradScaler::state() const {

@@ -37,8 +37,9 @@ class GradScaler {
   // inf or nan). Disabled: only the check (inv_scale 1), as GradScaler._check_inf_per_device.
   at::Tensor unscale_(at::TensorList grads);
   // After unscale_: backoff or growth as GradScaler.update(); then the scale is clamped to
-  // `max_scale` (the scale_clamped_low fault). Disabled: nothing.
-  void update(const at::Tensor& found_inf, double max_scale);
+  // `max_scale` (the scale_clamped_low fault) and kept at or above `min_scale` (a confirmation's
+  // repair; 0: none), as LossScaler::update. Disabled: nothing.
+  void update(const at::Tensor& found_inf, double max_scale, double min_scale = 0);
   // The state as a LossScaler (reads the device: checkpoints), and back.
   LossScaler state() const;
   void set_state(const LossScaler& s);

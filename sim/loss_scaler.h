@@ -17,8 +17,9 @@ struct LossScaler {
   bool enabled = true;
 
   // Applies one step's outcome; returns true when the optimizer step must be skipped.
-  // `max_scale` clamps the scale after the update (a fault: scale_clamped_low).
-  bool update(bool found_inf, double max_scale = std::numeric_limits<double>::infinity()) {
+  // `max_scale` clamps the scale after the update (a fault: scale_clamped_low); `min_scale` is a floor
+  // under it (a confirmation's repair, as DeepSpeed's min_loss_scale and Megatron-LM's --min-loss-scale).
+  bool update(bool found_inf, double max_scale = std::numeric_limits<double>::infinity(), double min_scale = 0) {
     if (!enabled) return false;
     if (found_inf) {
       scale *= backoff_factor;
@@ -28,6 +29,7 @@ struct LossScaler {
       growth_tracker = 0;
     }
     if (scale > max_scale) scale = max_scale;
+    if (scale < min_scale) scale = min_scale;
     return found_inf;
   }
 };

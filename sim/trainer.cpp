@@ -180,6 +180,7 @@ struct Progress {  // everything besides model and optimizer that a checkpoint m
   TrainCounters c;
   SamplerState sampler;
   LoggedStep logged;
+  int64_t resumed_from = -1;  // the checkpoint step these processes resumed from; -1: the run's first ones
 };
 
 // The model's spec, then "name [d0, d1, ...]" per parameter, one per line: what a checkpoint's model
@@ -221,7 +222,8 @@ void save_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, Tr
   opt.save(opt_ar);
   ar.write("optimizer", opt_ar);
   ar.write("progress", at::tensor({p.c.step, p.c.sched_step, p.c.opt_step, p.c.samples_seen, p.sampler.epoch,
-                                   p.sampler.position, p.c.scaler.growth_tracker, p.logged.step}, at::kLong));
+                                   p.sampler.position, p.c.scaler.growth_tracker, p.logged.step, p.resumed_from},
+                                  at::kLong));
   ar.write("progress_f", at::tensor({p.c.scaler.scale, p.logged.loss}, at::kDouble));
   ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
   const std::string path = fmt::format("{}/rank-{}.pt", dir, rank);
@@ -264,6 +266,7 @@ Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec
   p.sampler = {i[4], i[5]};
   p.c.scaler.growth_tracker = i[6];
   p.logged.step = i[7];
+  p.resumed_from = pi.numel() > 8 ? i[8] : -1;  // written since flatline confirm (a replay's history)
   p.c.scaler.scale = f[0];
   p.logged.loss = f[1];
   return p;
@@ -382,7 +385,8 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
   at::set_num_threads(o.threads > 0 ? o.threads : default_threads(o.local_world_size));
 
   // ---- set-up: faults, schedule, telemetry, placement, process group, data, model, optimizer ------
-  RunPlan plan(sc);  // the faults, the schedule after their plan(), the rules of a step (faults/effects.h)
+  // the faults (and a replay's repair), the schedule after their plan(), the rules of a step (faults/effects.h)
+  RunPlan plan(sc, o.repair);
   const Placement place =
       placement(sc, rank, o.local_rank >= 0 ? o.local_rank : rank % std::max(1, o.local_world_size), o.local_world_size);
   const at::Device dev = place.device;
@@ -390,6 +394,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
   if (dev.is_cuda()) c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).setDevice(dev);
 
   fs::create_directories(o.run_dir + "/telemetry");
+  const bool from_checkpoint = o.resume || o.carry_on;
   JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
   // Rank 0 also writes the foreign-format logs the scenario asks for, on the writer thread (frameworks log on rank 0).
   std::unique_ptr<FormatSink> formats;
@@ -514,18 +519,25 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
     DistributedSampler& sampler = *sampler_or;
 
     pr.c = plan.start();
-    if (o.resume) {
+    if (from_checkpoint) {
       const int64_t ck = latest_checkpoint(o.run_dir);
       if (ck < 0)
         throw RankError(RankError::Kind::checkpoint,
-                        fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint", rank, o.run_dir));
+                        fmt::format("rank {}: {} asked but {}/checkpoints has no complete checkpoint", rank,
+                                    o.resume ? "resume" : "carry_on", o.run_dir));
       try {
         pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt, dev);
       } catch (const std::exception& e) {
         throw RankError(RankError::Kind::checkpoint, message_of(e));
       }
-      if (!plan.resume(pr.c).restore_sampler) pr.sampler = SamplerState{};
-      event("resume", pr.c.step, fmt::format("from checkpoint step {}", ck));
+      if (o.resume) {
+        if (!plan.resume(pr.c).restore_sampler) pr.sampler = SamplerState{};
+        pr.resumed_from = ck;
+      } else {
+        plan.carry_on(pr.c, pr.resumed_from >= 0);
+      }
+      event("resume", pr.c.step, o.resume ? fmt::format("from checkpoint step {}", ck)
+                                          : fmt::format("from checkpoint step {}, carrying on (a replay)", ck));
       event("checkpoint_load", pr.c.step, checkpoint_dir(o.run_dir, ck));
     } else {
       event("run_start", 0, fmt::format("world_size {}, scenario {}", world, sc.name));
@@ -534,7 +546,9 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
     GradScaler grad_scaler(pr.c.scaler, dev);  // aten: the scaler on the device (pr.c.scaler: checkpoints)
 
     const int per_micro = sc.batch_size;
-    for (int64_t step = pr.c.step + 1; step <= sc.steps; ++step) {
+    const bool resumed = pr.resumed_from >= 0;  // these processes continue a resume: no stop for the restart
+    const int64_t last = o.stop_after > 0 ? std::min(sc.steps, o.stop_after) : sc.steps;
+    for (int64_t step = pr.c.step + 1; step <= last; ++step) {
       const auto t_step = std::chrono::steady_clock::now();
       StepActions act;
       act.step = step;
@@ -656,7 +670,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
         }
         const at::Tensor found = grad_scaler.unscale_({flat_g});
         grad_norm_t = at::linalg_vector_norm(flat_g);
-        grad_scaler.update(found, act.max_loss_scale);
+        grad_scaler.update(found, act.max_loss_scale, act.min_loss_scale);
         if (o.telemetry) dv.found_inf = found.to(at::kDouble).reshape({});
         if (pr.c.scaler.enabled)
           found_inf = comm.read(found, "the all-reduce and overflow check").item<float>() != 0;
@@ -746,7 +760,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       result.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count());
 
       // ---- eval: every rank evaluates its share of the held-out batches; mean over ranks --------------
-      if (sc.eval_every > 0 && step % sc.eval_every == 0) {
+      if ((sc.eval_every > 0 && step % sc.eval_every == 0) || (o.eval_from > 0 && step >= o.eval_from)) {
         resolve();  // the step's record before the eval's
         watchdog.set_phase("eval");
         event("eval_start", step);
@@ -777,7 +791,8 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       }
 
       // ---- checkpoint: every rank saves its state; rank 0 marks it complete after a barrier ----------
-      if (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) {
+      // (the scenario's, and a replay's branch point after its last step)
+      if ((sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) || (o.checkpoint_at_stop && step == last)) {
         resolve();  // pr.logged of this step
         watchdog.set_phase("checkpoint");
         if (aten) pr.c.scaler = grad_scaler.state();
@@ -794,7 +809,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       }
 
       // ---- restart: the scheduler stops every rank here; new processes resume from the checkpoint -----
-      if (plan.stops_for_restart(step, o.resume)) {
+      if (plan.stops_for_restart(step, resumed)) {
         resolve();
         event("stop_for_restart", step);
         result.stopped_for_restart = true;

@@ -18,6 +18,7 @@
 // at the next step (or before a checkpoint, an eval, the end, or an error).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@
 #include "faults/scenario.h"
 
 namespace flatline {
+
+class Intervention;  // confirm/intervention.h
 
 class RankError : public std::runtime_error {
  public:
@@ -45,6 +48,14 @@ struct RankOptions {
   std::string master_addr = kDefaultMasterAddr;
   int master_port = kDefaultMasterPort;
   bool resume = false;             // continue from the latest checkpoint in run_dir
+  // A replay (`flatline confirm`, docs/DESIGN.md §14). carry_on: start from the latest checkpoint in
+  // run_dir as the processes that wrote it going on (not a resume: the faults' resume actions are not
+  // taken again, and processes that were not resumed still stop for the scenario's restart).
+  bool carry_on = false;
+  int64_t stop_after = -1;         // train no further than this step; -1: the scenario's steps
+  bool checkpoint_at_stop = false; // write a checkpoint after the last step trained (a branch point)
+  int64_t eval_from = -1;          // also evaluate the held-out loss after every step from this one
+  std::shared_ptr<const Intervention> repair;  // the repaired replay's intervention, after the faults
   int threads = 0;                 // intra-op threads; 0: hardware cores / local ranks (at least 1)
   double run_t0 = 0;               // wall-clock seconds of the run's start; 0: rank 0's start, shared
   bool keep_params = false;        // return the final parameters (tests)
