@@ -207,4 +207,41 @@ std::string to_json(const Diagnosis& d) {
   return j.dump();
 }
 
+Diagnosis diagnosis_from_json(const std::string& text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error(fmt::format("{}: not JSON (byte {}): expected a diagnosis object", source, e.byte));
+  }
+  if (!j.is_object()) throw std::runtime_error(source + ": expected a diagnosis object");
+  Diagnosis d;
+  auto get = [&](const char* name, auto& out) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return;
+    try {
+      it->get_to(out);
+    } catch (const nlohmann::json::exception&) {
+      throw std::runtime_error(fmt::format("{}: \"{}\" has the wrong type ({})", source, name, it->type_name()));
+    }
+  };
+  if (!j.contains("cause")) throw std::runtime_error(source + ": no \"cause\": not a flatline diagnosis");
+  get("cause", d.cause);
+  get("rank", d.rank);
+  get("onset_step", d.onset_step);
+  get("detected_step", d.detected_step);
+  get("detected_t", d.detected_t);
+  get("confidence", d.confidence);
+  get("evidence", d.evidence);
+  get("records", d.records);
+  get("last_step", d.last_step);
+  if (auto it = j.find("plateau"); it != j.end() && it->is_object()) {
+    d.plateau.known = it->value("known", false);
+    d.plateau.flat = it->value("flat", false);
+    d.plateau.flat_since = it->value("flat_since", int64_t{-1});
+    d.plateau.detail = it->value("detail", std::string());
+  }
+  return d;
+}
+
 }  // namespace flatline

@@ -60,5 +60,8 @@ class Triage {
 
 std::string to_text(const Diagnosis& d);  // human-readable, multi-line
 std::string to_json(const Diagnosis& d);  // one JSON object
+// A run's diagnosis.json back (the verdict, its evidence, the plateau, the last step; findings and the
+// checklist are not read back). Throws std::runtime_error naming `source` and the field for bad input.
+Diagnosis diagnosis_from_json(const std::string& text, const std::string& source);
 
 }  // namespace flatline

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "detectors/score.h"
 
@@ -23,6 +25,8 @@ font-size:12px;overflow-x:auto}.plots{display:flex;flex-wrap:wrap;gap:8px}.plot{
 std::string with_rank(const std::string& cause, int rank) {
   return rank >= 0 && names_rank(cause) ? fmt::format("{} (rank {})", cause, rank) : cause;
 }
+
+std::string confirmation_section(const ConfirmationData& c, const std::vector<std::string>& svgs);
 
 std::string run_section(const RunData& run, const std::vector<PlotSpec>& specs, const std::vector<std::string>& svgs,
                         const std::string& id) {
@@ -61,9 +65,74 @@ std::string run_section(const RunData& run, const std::vector<PlotSpec>& specs, 
   }
   s += "</table>\n<p>plateau: " + html_escape(d.plateau.detail.empty() ? "unknown" : d.plateau.detail) +
        "</p></div>\n<div class=\"plots\">\n";
-  for (size_t i = 0; i < svgs.size(); ++i)
+  for (size_t i = 0; i < specs.size(); ++i)
     s += svgs[i].empty() ? "<div class=\"plot\"><p>" + html_escape(specs[i].title) + ": not logged</p></div>\n"
                          : "<div class=\"plot\">" + svgs[i] + "</div>\n";
+  s += "</div>\n";
+  if (run.confirmation)
+    s += confirmation_section(*run.confirmation, std::vector<std::string>(svgs.begin() + specs.size(), svgs.end()));
+  return s;
+}
+
+// x = the step a record trained (a frozen logger repeats its logged step), y = its loss; a step
+// trained twice (a restart) keeps its last record.
+Series trained_loss(const std::vector<Record>& rs, int64_t samples_per_step, int64_t from, std::string name) {
+  std::map<int64_t, double> by_step;
+  for (const auto& r : rs) {
+    if (r.kind != RecordKind::step || !(r.loss_avg || r.loss)) continue;
+    const int64_t k = samples_per_step > 0 && r.samples_seen ? *r.samples_seen / samples_per_step : r.step;
+    if (k >= from) by_step[k] = r.loss_avg ? *r.loss_avg : *r.loss;
+  }
+  Series s;
+  s.name = std::move(name);
+  for (const auto& [k, v] : by_step) {
+    s.x.push_back(static_cast<double>(k));
+    s.y.push_back(v);
+  }
+  return s;
+}
+
+Series eval_of(const std::vector<Record>& rs, std::string name) {
+  Series s;
+  s.name = std::move(name);
+  for (const auto& r : rs)
+    if (r.kind == RecordKind::eval && r.eval_loss) {
+      s.x.push_back(static_cast<double>(r.step));
+      s.y.push_back(*r.eval_loss);
+    }
+  return s;
+}
+
+std::string fmt_stats(const SeriesStats& st) {
+  return st.n == 0 ? "-" : fmt::format("{:.4f} &plusmn; {:.4f} ({} values, steps {}..{})", st.mean, st.se, st.n,
+                                       st.first_step, st.last_step);
+}
+
+std::string confirmation_section(const ConfirmationData& c, const std::vector<std::string>& svgs) {
+  const ConfirmResult& r = c.result;
+  const bool ok = r.verdict == Verdict::confirmed;
+  std::string s = fmt::format("<h3>confirmation by counterfactual: <span class=\"{}\">{}</span></h3>\n<p>{}</p>\n",
+                              ok ? "ok" : "bad", to_string(r.verdict), html_escape(r.reason));
+  if (r.verdict == Verdict::nothing_to_confirm) return s;
+  const ConfirmPlan& p = r.plan;
+  s += fmt::format("<p>repair: {}<br>replayed: control and repaired steps {}..{} from {}{}<br>control: {}</p>\n",
+                   html_escape(r.repair), p.branch + 1, p.end,
+                   p.branch == 0 ? std::string("step 0") : fmt::format("the checkpoint at step {}", p.branch),
+                   p.needs_prefix() ? fmt::format(" (re-trained from {})", p.checkpoint < 0 ? std::string("step 0")
+                                                                           : fmt::format("checkpoint step {}", p.checkpoint))
+                                    : "",
+                   html_escape(r.control.detail));
+  const Comparison& cmp = r.comparison;
+  s += fmt::format("<table><tr><th>{}: last {} values</th><th>mean &plusmn; s.e.</th></tr>\n"
+                   "<tr><td>control (as the run was)</td><td>{}</td></tr>\n<tr><td>repaired</td><td>{}</td></tr>\n"
+                   "<tr><td>difference (control &minus; repaired)</td><td>{:.4f}, s.e. {:.4f}{}; needed &gt; {:.4f}</td></tr>"
+                   "</table>\n",
+                   cmp.series == "loss" ? "training loss" : "held-out loss", p.compared, fmt_stats(cmp.control),
+                   fmt_stats(cmp.repaired), cmp.difference, cmp.se, cmp.paired ? " (paired per step)" : "",
+                   cmp.threshold);
+  s += "<div class=\"plots\">\n";
+  for (const auto& svg : svgs)
+    if (!svg.empty()) s += "<div class=\"plot\">" + svg + "</div>\n";
   return s + "</div>\n";
 }
 
@@ -141,6 +210,43 @@ std::vector<PlotSpec> report_plots(const RunData& run) {
   return out;
 }
 
+std::vector<PlotSpec> confirmation_plots(const RunData& run) {
+  if (!run.confirmation || run.confirmation->result.verdict == Verdict::nothing_to_confirm) return {};
+  const ConfirmationData& c = *run.confirmation;
+  const ConfirmPlan& p = c.result.plan;
+  std::vector<PlotMark> marks = {
+      {static_cast<double>(p.branch) + 0.5, fmt::format("branch point (after step {})", p.branch), kOnset},
+      {static_cast<double>(p.end - p.compared) + 0.5, fmt::format("compared: last {} steps", p.compared), kDetect}};
+  std::vector<Record> as_was = c.prefix;
+  as_was.insert(as_was.end(), c.control.begin(), c.control.end());
+  // from a little before the branch point: the branches, not the whole descent, fill the plot
+  const int64_t from = std::max<int64_t>(1, p.branch - std::max<int64_t>(20, p.plateau_steps() / 2));
+  PlotSpec loss;
+  loss.title = "confirmation: training loss of the replays (the control as the run was, and the repaired)";
+  loss.x_label = "step trained";
+  loss.y_label = "loss";
+  loss.marks = marks;
+  loss.width = 1120;
+  loss.height = 320;
+  // the run itself only where the control does not reproduce it (else it lies under the control's line)
+  if (!c.result.control.faithful && !run.ranks.empty())
+    loss.series.push_back(trained_loss(run.ranks[0], c.samples_per_step, from, "the run"));
+  for (auto s : {trained_loss(as_was, c.samples_per_step, from, "control (as the run was)"),
+                 trained_loss(c.repaired, c.samples_per_step, from, "repaired")})
+    loss.series.push_back(std::move(s));
+  std::vector<PlotSpec> out = {loss};
+  if (p.held_out) {
+    PlotSpec ev = loss;
+    ev.title = "confirmation: held-out loss of the two branches";
+    ev.y_label = "eval loss";
+    ev.width = 560;
+    ev.series.clear();
+    ev.series = {eval_of(c.control, "control (as the run was)"), eval_of(c.repaired, "repaired")};
+    out.push_back(ev);
+  }
+  return out;
+}
+
 std::string html_report(const std::vector<RunData>& runs, const std::string& title, bool suite) {
   suite = suite || runs.size() > 1;
   std::string page = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
@@ -160,7 +266,9 @@ std::string html_report(const std::vector<RunData>& runs, const std::string& tit
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto specs = report_plots(runs[i]);
-    page += run_section(runs[i], specs, gnuplot_svgs(specs), fmt::format("run-{}", i));
+    auto all = specs;
+    for (auto& c : confirmation_plots(runs[i])) all.push_back(std::move(c));
+    page += run_section(runs[i], specs, gnuplot_svgs(all), fmt::format("run-{}", i));
   }
   return page + "</body></html>\n";
 }

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include <fstream>
+#include <sstream>
+
 #include "telemetry/jsonl.h"
 
 namespace flatline {
@@ -75,7 +78,39 @@ RunData load_run(const std::string& dir) {
     }
   }
   d.diagnosis = diagnose_ranks(d.ranks);
+  if (fs::exists(dir + "/confirm/confirm.json", ec)) {
+    try {
+      attach_confirmation(d, dir + "/confirm");
+    } catch (const std::exception& e) {
+      d.warnings.push_back(e.what());
+    }
+  }
   return d;
+}
+
+void attach_confirmation(RunData& run, const std::string& confirm_dir) {
+  const std::string file = confirm_dir + "/confirm.json";
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  ConfirmationData c;
+  c.result = confirm_from_json(text.str(), file);
+  c.dir = confirm_dir;
+  auto rank0 = [&](const char* name) {
+    const std::string f = confirm_dir + "/" + name + "/telemetry/rank-0.jsonl";
+    std::error_code ec;
+    return fs::exists(f, ec) ? read_jsonl(f, &run.warnings) : std::vector<Record>{};
+  };
+  c.prefix = rank0("prefix");
+  c.control = rank0("control");
+  c.repaired = rank0("repaired");
+  try {
+    const Scenario s = load_scenario_file(run.dir + "/scenario.yaml");
+    c.samples_per_step = static_cast<int64_t>(s.batch_size) * s.grad_accum;
+  } catch (const std::exception&) {  // plotted by logged step
+  }
+  run.confirmation = std::move(c);
 }
 
 }  // namespace flatline

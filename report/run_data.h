@@ -7,11 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "confirm/confirm.h"
 #include "detectors/triage.h"
 #include "telemetry/manifest.h"
 #include "telemetry/record.h"
 
 namespace flatline {
+
+// A confirmation of a run's diagnosis (`flatline confirm`, docs/DESIGN.md §14): its verdict and rank
+// 0's records of its replays, for the report's loss curves.
+struct ConfirmationData {
+  ConfirmResult result;
+  std::string dir;                                 // where its replays are
+  std::vector<Record> prefix, control, repaired;   // rank 0's records of each replay (file order)
+  int64_t samples_per_step = 0;  // the scenario's batch_size * grad_accum: a record's trained step (a frozen
+                                 // logger repeats its logged step); 0: the logged step
+};
 
 struct RunData {
   std::string dir;                          // the run directory
@@ -19,6 +30,7 @@ struct RunData {
   std::optional<Manifest> manifest;         // absent when the directory has no manifest.json
   std::vector<std::vector<Record>> ranks;   // records per rank file, in file order (index = rank)
   Diagnosis diagnosis;
+  std::optional<ConfirmationData> confirmation;  // dir/confirm/confirm.json, when the run was confirmed
   std::vector<std::string> warnings;        // malformed telemetry lines, unreadable manifest
 };
 
@@ -29,8 +41,12 @@ bool is_run_dir(const std::string& dir);
 // Throws std::runtime_error when there are none.
 std::vector<std::string> find_run_dirs(const std::string& dir);
 
-// Throws std::runtime_error when `dir` has no telemetry.
+// Throws std::runtime_error when `dir` has no telemetry. A confirmation in dir/confirm is attached
+// (an unreadable one is a warning).
 RunData load_run(const std::string& dir);
+// Attaches the confirmation whose confirm.json and replays are in `confirm_dir`; throws
+// std::runtime_error for a confirm.json it cannot read.
+void attach_confirmation(RunData& run, const std::string& confirm_dir);
 
 // The Triage over per-rank streams, fed rank after rank (as `flatline diagnose` does).
 Diagnosis diagnose_ranks(const std::vector<std::vector<Record>>& ranks);

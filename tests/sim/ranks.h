@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -48,8 +49,10 @@ inline std::string temp_dir(const std::string& name) {
 inline int test_port() { return free_tcp_port(); }
 
 // `errors`: where each rank's error goes (a run expected to fail); without it, every rank must succeed.
+// `configure`: sets more of each rank's options (a replay's).
 inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& dir, bool resume = false,
-                                         bool keep_params = true, std::vector<std::string>* errors_out = nullptr) {
+                                         bool keep_params = true, std::vector<std::string>* errors_out = nullptr,
+                                         const std::function<void(RankOptions&)>& configure = nullptr) {
   std::vector<RankResult> out(static_cast<size_t>(s.world_size));
   std::vector<std::string> errors(out.size());
   std::vector<std::thread> ts;
@@ -66,6 +69,7 @@ inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& d
       o.resume = resume;
       o.run_t0 = 1.0;  // any fixed origin
       o.keep_params = keep_params;
+      if (configure) configure(o);
       try {
         out[static_cast<size_t>(r)] = train_rank(o);
       } catch (const std::exception& e) {
