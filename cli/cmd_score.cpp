@@ -1,10 +1,13 @@
 // `flatline score [SCENARIO|DIR|RUN_DIR|CORPUS ...] [--detector NAME=COMMAND]... [--out DIR] [--json FILE]
-// [--junit FILE] [--realtime] [--speed X] [--formats LIST] [--gate NAMES]`: scores the built-in detector
-// suite, and every external detector given (docs/DETECTORS.md), side by side on a suite.
+// [--junit FILE] [--realtime] [--speed X] [--formats LIST] [--gate NAMES] [--confirm]`: scores the built-in
+// detector suite, and every external detector given (docs/DETECTORS.md), side by side on a suite.
+// --confirm also confirms each run's built-in diagnosis by counterfactual (flatline confirm, docs/DESIGN.md
+// §14: replays in RUN_DIR/confirm) and scores each confirmation against the truth (the "confirmed" column).
 // Inputs: scenario files, directories searched for *.yaml (default: the embedded main suite) — these
 // are trained now, each run recorded under --out, which becomes a corpus (telemetry/corpus.h); a
 // recorded run directory (manifest.json) or a corpus (corpus.json) — replayed, nothing trained.
-// Exit status: 0 every gated detector met every expectation; 1 below the bar (an expectation missed);
+// Exit status: 0 every gated detector met every expectation (and, with --confirm, every confirmation is
+// right); 1 below the bar (an expectation missed, a confirmation wrong);
 // 2 usage, scenario or corpus error (nothing scored); 3 harness failure (a run failed other than by
 // its injected fault, or could not be run); 4 a gated detector failed (crash, hang, garbage, flood,
 // unread stdin) on some run. When several apply: 3, then 4, then 1.
@@ -20,6 +23,7 @@
 #include <set>
 
 #include "cli/command.h"
+#include "cli/confirm_run.h"
 #include "cli/embedded.h"
 #include "cli/launch.h"
 #include "cli/reenact.h"
@@ -38,7 +42,7 @@ struct Args {
   std::vector<std::string> inputs, detectors, formats, gate;
   std::string out = "runs", json, junit;
   PlacementArgs placement;
-  bool realtime = false;
+  bool realtime = false, confirm = false;
   double speed = 0;
   double stall_s = FeedLimits{}.stall_s, exit_s = FeedLimits{}.exit_s;
 };
@@ -77,8 +81,12 @@ std::vector<Input> collect(const std::vector<std::string>& args, std::vector<Cor
     }
     std::vector<std::string> files;
     std::set<std::string> runs;
-    for (const auto& e : fs::recursive_directory_iterator(a)) {
-      if (e.is_directory() && is_run_dir(e.path())) runs.insert(e.path().string());
+    for (auto it = fs::recursive_directory_iterator(a); it != fs::recursive_directory_iterator(); ++it) {
+      const auto& e = *it;
+      if (e.is_directory() && is_run_dir(e.path())) {
+        runs.insert(e.path().string());
+        it.disable_recursion_pending();  // a run's own tree (a confirmation's replays) holds no scenario to train
+      }
       if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") files.push_back(e.path().string());
     }
     std::sort(files.begin(), files.end());
@@ -99,6 +107,29 @@ std::vector<std::string> split_list(const std::vector<std::string>& v) {
       a = b + 1;
     }
   return out;
+}
+
+// --confirm: the run's diagnosis confirmed by counterfactual (its replays under RUN_DIR/confirm).
+RunConfirmation confirm_one(const std::string& run_dir, const Args& a) {
+  RunConfirmation c;
+  ConfirmRunOptions o;
+  o.placement = a.placement;
+  try {
+    const ConfirmResult r = confirm_run(run_dir, o);
+    c.verdict = to_string(r.verdict);
+    c.reason = r.reason;
+    c.margin = r.comparison.difference;
+    c.needed = r.comparison.threshold;
+    c.wall_s = r.wall_s;
+    c.steps_trained = r.prefix.steps_trained + r.control_run.steps_trained + r.repaired_run.steps_trained;
+    if (r.verdict != Verdict::nothing_to_confirm)
+      std::cout << fmt::format("  confirm: {}: {} ({:.1f} s)\n", c.verdict, c.reason, c.wall_s) << std::flush;
+  } catch (const std::exception& e) {
+    c.verdict = "error";
+    c.reason = std::string("cannot replay the run: ") + e.what();
+    std::cout << "  confirm: " << c.reason << "\n" << std::flush;
+  }
+  return c;
 }
 
 std::string said(const DetectorRunScore& r) {
@@ -168,6 +199,7 @@ int score(const Args& a) {
 
   std::vector<Manifest> manifests;
   std::vector<std::vector<DetectorRunScore>> rows;
+  std::vector<std::optional<RunConfirmation>> confirmations;
   std::vector<std::string> trained, harness_failures, corpora;
   for (size_t i = 0; i < ins.size(); ++i) {
     const Input& in = ins[i];
@@ -239,13 +271,14 @@ int score(const Args& a) {
     std::cout << fmt::format("{} ({:.{}f} s)\n", dets.empty() ? line.substr(line.find(": ") + 2) : line, secs,
                              in.recorded.empty() ? 0 : 2)
               << std::flush;
+    if (a.confirm) confirmations.push_back(confirm_one(in.recorded.empty() ? a.out + "/" + m.scenario : in.recorded, a));
     manifests.push_back(std::move(m));
     rows.push_back(std::move(row));
   }
   std::error_code ec;
   fs::remove_all(scratch, ec);
 
-  Scoreboard board = make_scoreboard(std::move(manifests), std::move(rows));
+  Scoreboard board = make_scoreboard(std::move(manifests), std::move(rows), std::move(confirmations));
   if (!trained.empty()) {  // what this invocation recorded is a corpus
     Corpus c = make_corpus(a.out, trained);
     write_corpus(c, a.out);
@@ -273,7 +306,7 @@ int score(const Args& a) {
   if (errors) std::cout << fmt::format("{} run(s) scored 'detector error' (see above)\n", errors);
   if (!harness_failures.empty()) return kExitHarness;
   if (errors) return kExitDetector;
-  return missed ? kExitBelowBar : 0;
+  return missed || board.confirmations_right < board.confirmations_judged ? kExitBelowBar : 0;
 }
 
 FLATLINE_COMMAND("score", "score the built-in detectors, and external ones, on a suite or a recorded corpus", [](CLI::App& sub) {
@@ -296,13 +329,17 @@ FLATLINE_COMMAND("score", "score the built-in detectors, and external ones, on a
                  "also write foreign-format logs, live, for file-reading detectors: " + format_names() +
                      " (comma-separated; adds to the scenario's `formats`)");
   sub.add_option("--gate", a->gate, "detectors whose results decide the exit status (comma-separated; default: all)");
+  sub.add_flag("--confirm", a->confirm,
+               "also confirm each run's diagnosis by counterfactual (flatline confirm: replays in RUN_DIR/confirm) and "
+               "score the confirmations against the truth");
   sub.add_option("--detector-stall-s", a->stall_s, "a detector that reads nothing this long while records wait is an error")
       ->check(CLI::PositiveNumber);
   sub.add_option("--detector-exit-s", a->exit_s, "a detector that has not exited this long after its stdin closed is an error")
       ->check(CLI::PositiveNumber);
   sub.footer(
-      "Exit status: 0 every gated detector met every expectation; 1 an expectation missed; 2 usage, scenario or "
-      "corpus error; 3 harness failure; 4 a gated detector failed on some run (3, then 4, then 1 when several apply).");
+      "Exit status: 0 every gated detector met every expectation (and every confirmation is right); 1 an expectation "
+      "missed or a confirmation wrong; 2 usage, scenario or corpus error; 3 harness failure; 4 a gated detector failed "
+      "on some run (3, then 4, then 1 when several apply).");
   return [a] { return score(*a); };
 });
 

@@ -137,10 +137,25 @@ DetectorRunScore score_external_run(const Manifest& m, const ExternalOutcome& o)
   return r;
 }
 
-Scoreboard make_scoreboard(std::vector<Manifest> manifests, std::vector<std::vector<DetectorRunScore>> runs) {
+Scoreboard make_scoreboard(std::vector<Manifest> manifests, std::vector<std::vector<DetectorRunScore>> runs,
+                           std::vector<std::optional<RunConfirmation>> confirmations) {
   Scoreboard b;
   b.manifests = std::move(manifests);
   b.runs = std::move(runs);
+  b.confirmations = std::move(confirmations);
+  for (size_t i = 0; i < b.confirmations.size() && i < b.runs.size(); ++i) {
+    auto& c = b.confirmations[i];
+    if (!c) continue;
+    const RunScore& r = b.runs[i].front().cause;  // the built-in suite's
+    const bool true_cause = r.diagnosis.cause == r.truth_cause &&
+                            (!names_rank(r.truth_cause) || r.truth_rank < 0 || r.diagnosis.rank == r.truth_rank);
+    c->right = c->verdict == "nothing to confirm" ? true
+               : c->verdict == "confirmed"        ? true_cause
+               : c->verdict == "not confirmed"    ? !true_cause
+                                                  : false;
+    ++b.confirmations_judged;
+    b.confirmations_right += c->right;
+  }
   const size_t nd = b.runs.empty() ? 0 : b.runs.front().size();
   for (size_t j = 0; j < nd; ++j) {
     DetectorSummary s;
@@ -186,6 +201,37 @@ std::string render_scoreboard(const Scoreboard& b) {
   std::string out;
   auto w = std::back_inserter(out);
   if (!b.summaries.empty()) out += render_table(b.summaries.front().suite);
+  if (b.confirmations_judged > 0) {  // --- the "confirmed" column of the built-in's diagnoses ---
+    out += "\n== confirmed: each diagnosis replayed with its cause repaired (flatline confirm) ==\n";
+    size_t wn = 8, wd = 9;
+    std::vector<std::string> diags;
+    for (size_t i = 0; i < b.runs.size(); ++i) {
+      const Diagnosis& d = b.runs[i].front().cause.diagnosis;
+      diags.push_back(cause_with_rank(d.cause, d.rank, " rank "));
+      wn = std::max(wn, b.manifests[i].scenario.size());
+      wd = std::max(wd, diags.back().size());
+    }
+    fmt::format_to(w, "{:<{}}  {:<{}}  {:<18}  {:>8}  {:>8}  {:>6}  {:>6}  {}\n", "scenario", wn, "diagnosis", wd,
+                   "confirmed", "margin", "needed", "steps", "wall s", "result");
+    double wall = 0;
+    int64_t steps = 0;
+    for (size_t i = 0; i < b.runs.size() && i < b.confirmations.size(); ++i) {
+      const auto& c = b.confirmations[i];
+      if (!c) continue;
+      const bool shown = c->verdict != "nothing to confirm";
+      fmt::format_to(w, "{:<{}}  {:<{}}  {:<18}  {:>8}  {:>8}  {:>6}  {:>6}  {}\n", b.manifests[i].scenario, wn, diags[i],
+                     wd, shown ? c->verdict : "-", num(c->margin, "{:.4f}"), num(c->needed, "{:.4f}"),
+                     shown ? std::to_string(c->steps_trained) : "", shown ? fmt::format("{:.1f}", c->wall_s) : "",
+                     c->right ? "right" : "WRONG");
+      wall += c->wall_s;
+      steps += c->steps_trained;
+    }
+    fmt::format_to(w, "confirmations right: {}/{} ({} replayed steps, {:.1f} s)\n", b.confirmations_right,
+                   b.confirmations_judged, steps, wall);
+    for (size_t i = 0; i < b.confirmations.size(); ++i)
+      if (b.confirmations[i] && !b.confirmations[i]->right)
+        fmt::format_to(w, "  {}: {}\n", b.manifests[i].scenario, b.confirmations[i]->reason);
+  }
   if (b.summaries.size() > 1) {
     for (size_t j = 1; j < b.summaries.size(); ++j) {
       fmt::format_to(w, "\n== detector {} ==\n", b.detectors[j]);
@@ -316,16 +362,39 @@ std::string to_json(const Scoreboard& b) {
         {"expect_failures", s.expect_failures},
         {"runs", runs}};
   }
+  if (b.confirmations_judged > 0) {
+    json cs = json::array();
+    for (size_t i = 0; i < b.confirmations.size() && i < b.manifests.size(); ++i) {
+      const auto& c = b.confirmations[i];
+      if (!c) continue;
+      json one = {{"scenario", b.manifests[i].scenario}, {"verdict", c->verdict}, {"margin", finite_or_null(c->margin)},
+                  {"needed", finite_or_null(c->needed)}, {"reason", c->reason}, {"wall_s", c->wall_s},
+                  {"steps_trained", c->steps_trained}, {"right", c->right}};
+      cs.push_back(one);
+      j["detectors"][kBuiltinDetector]["runs"][i]["confirmed"] = one;
+    }
+    j["confirmations"] = {{"right", b.confirmations_right}, {"judged", b.confirmations_judged}, {"runs", cs}};
+  }
   return j.dump(2, ' ', false, json::error_handler_t::replace);
 }
 
 std::string to_junit(const Scoreboard& b) {
   int tests = 0, failures = 0, errors = 0;
   double total = 0;
+  // a built-in testcase fails for a missed expectation or a wrong confirmation of its diagnosis
+  auto confirm_of = [&](size_t i, size_t j) -> const RunConfirmation* {
+    return j == 0 && i < b.confirmations.size() && b.confirmations[i] ? &*b.confirmations[i] : nullptr;
+  };
+  auto fails = [&](size_t i, size_t j) {
+    const DetectorRunScore& r = b.runs[i][j];
+    const RunConfirmation* c = confirm_of(i, j);
+    return r.error.empty() && (!r.expect_met || (c && !c->right));
+  };
   for (size_t i = 0; i < b.runs.size(); ++i)
-    for (const auto& r : b.runs[i]) {
+    for (size_t j = 0; j < b.runs[i].size(); ++j) {
+      const DetectorRunScore& r = b.runs[i][j];
       ++tests;
-      failures += !r.expect_met && r.error.empty();
+      failures += fails(i, j);
       errors += !r.error.empty();
       total += std::isfinite(b.manifests[i].wall_s) ? b.manifests[i].wall_s : 0;
     }
@@ -338,7 +407,7 @@ std::string to_junit(const Scoreboard& b) {
     int f = 0, e = 0;
     double t = 0;
     for (size_t i = 0; i < b.runs.size(); ++i) {
-      f += !b.runs[i][j].expect_met && b.runs[i][j].error.empty();
+      f += fails(i, j);
       e += !b.runs[i][j].error.empty();
       t += std::isfinite(b.manifests[i].wall_s) ? b.manifests[i].wall_s : 0;
     }
@@ -366,6 +435,12 @@ std::string to_junit(const Scoreboard& b) {
       prop("latency_steps", r.detect_latency_steps ? std::to_string(*r.detect_latency_steps) : "");
       prop("latency_s", r.detect_latency_s ? fmt::format("{:.3f}", *r.detect_latency_s) : "");
       prop("alarms", std::to_string(r.alarmed && r.alarms.empty() ? 1 : r.alarms.size()));
+      const RunConfirmation* conf = confirm_of(i, j);
+      if (conf) {
+        prop("confirmed", conf->verdict);
+        prop("confirm_margin", std::isfinite(conf->margin) ? fmt::format("{:.6g}", conf->margin) : "");
+        prop("confirm_needed", std::isfinite(conf->needed) ? fmt::format("{:.6g}", conf->needed) : "");
+      }
       out += "      </properties>\n";
       if (!r.error.empty()) {
         fmt::format_to(w, "      <error message=\"{}\" type=\"detector_error\">{}</error>\n", xml(r.error),
@@ -374,8 +449,12 @@ std::string to_junit(const Scoreboard& b) {
         std::string body = fmt::format("truth: {}; first alarm: {} at step {}", c.truth_cause, first_said(r),
                                        c.diagnosis.detected_step);
         for (const auto& e : c.diagnosis.evidence) body += "; " + e;
+        if (conf && !conf->right) body += "; confirmation: " + conf->verdict + ": " + conf->reason;
         fmt::format_to(w, "      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml(r.expect_detail),
                        r.cause.false_alarm ? "false_alarm" : "expect", xml(body));
+      } else if (conf && !conf->right) {
+        fmt::format_to(w, "      <failure message=\"{}\" type=\"confirmation\">{}</failure>\n",
+                       xml("confirmation " + conf->verdict + " for diagnosis " + c.diagnosis.cause), xml(conf->reason));
       }
       out += "    </testcase>\n";
     }

@@ -14,6 +14,7 @@
 //  - a detector error (external.h) scores the run "detector error": neither correct nor a false alarm,
 //    the expectation missed, the reason kept.
 #pragma once
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,26 +57,47 @@ struct DetectorSummary {
   std::map<std::string, CauseLatency> detect_latency;  // per true cause, detected runs only
 };
 
+// A confirmation of the built-in diagnosis of a run (`flatline score --confirm`, docs/DESIGN.md §14),
+// judged against the truth: right when it confirms a diagnosis that names the true cause (and rank), or
+// does not confirm one that does not; nothing to confirm (a healthy diagnosis) is right as it stands
+// (a missed fault is the detector's miss, scored above); ambiguous (the control did not reproduce the
+// run) never is.
+struct RunConfirmation {
+  std::string verdict;    // confirmed | not confirmed | ambiguous | nothing to confirm (confirm/confirm.h)
+  double margin = std::numeric_limits<double>::quiet_NaN();  // control - repaired, mean of the last K steps
+  double needed = std::numeric_limits<double>::quiet_NaN();  // what the margin had to exceed
+  std::string reason;     // one line
+  double wall_s = 0;
+  int64_t steps_trained = 0;  // by its replays
+  bool right = false;     // set by make_scoreboard
+};
+
 struct Scoreboard {
   std::string corpus_id, corpus_dir;     // "" when the runs were trained now without --out's corpus
   std::vector<Manifest> manifests;       // one per run
   std::vector<std::string> detectors;    // the built-in first, then the external ones in the order given
   std::vector<std::vector<DetectorRunScore>> runs;  // [run][detector]
   std::vector<DetectorSummary> summaries;           // [detector]
+  std::vector<std::optional<RunConfirmation>> confirmations;  // [run]: --confirm's; empty without it
+  int confirmations_right = 0, confirmations_judged = 0;
 };
 
-// Aggregates `runs` ([run][detector], detectors in the same order in every row).
-Scoreboard make_scoreboard(std::vector<Manifest> manifests, std::vector<std::vector<DetectorRunScore>> runs);
+// Aggregates `runs` ([run][detector], detectors in the same order in every row), and judges the
+// built-in diagnosis' confirmations (`confirmations`: none, or one per run).
+Scoreboard make_scoreboard(std::vector<Manifest> manifests, std::vector<std::vector<DetectorRunScore>> runs,
+                           std::vector<std::optional<RunConfirmation>> confirmations = {});
 
-// The printed scoreboard: the built-in suite's table (render_table), then, with external detectors,
-// each one's table and the side-by-side comparison; the corpus it was computed on.
+// The printed scoreboard: the built-in suite's table (render_table), its confirmations (the "confirmed"
+// column, with --confirm), then, with external detectors, each one's table and the side-by-side
+// comparison; the corpus it was computed on.
 std::string render_scoreboard(const Scoreboard& b);
 // The built-in suite's JSON (to_json(SuiteScore)) plus "corpus" and "detectors" (every detector's
 // cause-level suite, detection level, errors and alarms).
 std::string to_json(const Scoreboard& b);
 // JUnit XML: one testsuite per detector, one testcase per scenario x detector; a missed expectation is
 // a <failure> (message: what was expected and what came), a detector error an <error>; properties:
-// onset, active_from, detection, latency, seed, alarms.
+// onset, active_from, detection, latency, seed, alarms; with --confirm, the built-in's testcases also
+// carry confirmed, confirm_margin and confirm_needed, and a wrong confirmation is a <failure>.
 std::string to_junit(const Scoreboard& b);
 
 }  // namespace flatline
