@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 namespace flatline {
@@ -172,6 +174,69 @@ TEST(Scoreboard, BuiltinAndExternalSideBySideInTableJsonAndJunit) {
   EXPECT_NE(x.find("<property name=\"onset_step\" value=\"160\"/>"), std::string::npos);
   EXPECT_NE(x.find("<property name=\"seed\" value=\"7\"/>"), std::string::npos);
   EXPECT_NE(x.find("<property name=\"latency_steps\" value=\"5\"/>"), std::string::npos);
+}
+
+// --confirm: each built-in diagnosis' confirmation judged against the truth, in the table, JSON, JUnit.
+TEST(Scoreboard, ConfirmationsAreRightWhenTheyConfirmExactlyTheTrueDiagnoses) {
+  Diagnosis right;
+  right.cause = "lr_zero";
+  right.onset_step = 158;
+  right.detected_step = 159;
+  Diagnosis wrong = right;
+  wrong.cause = "data_replay";
+  auto conf = [](const char* verdict, double margin, double needed) {
+    RunConfirmation c;
+    c.verdict = verdict;
+    c.margin = margin;
+    c.needed = needed;
+    c.reason = std::string("because ") + verdict;
+    const bool replayed = std::string(verdict) != "nothing to confirm";
+    c.wall_s = replayed ? 6.5 : 0.1;
+    c.steps_trained = replayed ? 243 : 0;
+    return std::optional<RunConfirmation>(c);
+  };
+  auto board = [&](const Diagnosis& d, std::optional<RunConfirmation> c) {
+    return make_scoreboard({lr_zero_run(), healthy_run("healthy-gpt")},
+                           {{score_builtin_run(lr_zero_run(), d)}, {score_builtin_run(healthy_run("healthy-gpt"), Diagnosis{})}},
+                           {c, conf("nothing to confirm", std::nan(""), std::nan(""))});
+  };
+  // a true diagnosis confirmed, a wrong one not confirmed: right
+  Scoreboard b = board(right, conf("confirmed", 0.0274, 0.0034));
+  EXPECT_EQ(b.confirmations_right, 2);
+  EXPECT_EQ(b.confirmations_judged, 2);
+  EXPECT_EQ(board(wrong, conf("not confirmed", 0.0, 0.0027)).confirmations_right, 2);
+  // the other way round, or ambiguous: wrong
+  EXPECT_FALSE(board(wrong, conf("confirmed", 0.03, 0.003)).confirmations[0]->right);
+  EXPECT_FALSE(board(right, conf("not confirmed", 0.0, 0.003)).confirmations[0]->right);
+  EXPECT_FALSE(board(right, conf("ambiguous", std::nan(""), std::nan(""))).confirmations[0]->right);
+  // without --confirm nothing of it is shown
+  EXPECT_EQ(render_scoreboard(make_scoreboard({lr_zero_run()}, {{score_builtin_run(lr_zero_run(), right)}})).find("confirmed"),
+            std::string::npos);
+
+  const std::string table = render_scoreboard(b);
+  EXPECT_NE(table.find("== confirmed: each diagnosis replayed with its cause repaired (flatline confirm) =="),
+            std::string::npos) << table;
+  EXPECT_NE(table.find("lr-zero-gpt  lr_zero    confirmed             0.0274    0.0034     243     6.5  right"),
+            std::string::npos) << table;
+  EXPECT_NE(table.find("confirmations right: 2/2 (243 replayed steps, 6.6 s)"), std::string::npos) << table;
+  const Scoreboard bad = board(right, conf("not confirmed", 0.001, 0.003));
+  EXPECT_NE(render_scoreboard(bad).find("WRONG"), std::string::npos);
+  EXPECT_NE(render_scoreboard(bad).find("  lr-zero-gpt: because not confirmed"), std::string::npos);
+
+  auto j = nlohmann::json::parse(to_json(b));
+  EXPECT_EQ(j["confirmations"]["right"], 2);
+  EXPECT_EQ(j["confirmations"]["runs"][0]["verdict"], "confirmed");
+  EXPECT_EQ(j["confirmations"]["runs"][0]["margin"], 0.0274);
+  EXPECT_TRUE(j["confirmations"]["runs"][1]["margin"].is_null());
+  EXPECT_EQ(j["detectors"]["flatline"]["runs"][0]["confirmed"]["right"], true);
+
+  const std::string x = to_junit(b);
+  EXPECT_NE(x.find("<property name=\"confirmed\" value=\"confirmed\"/>"), std::string::npos) << x;
+  EXPECT_NE(x.find("<property name=\"confirm_margin\" value=\"0.0274\"/>"), std::string::npos) << x;
+  EXPECT_NE(x.find("failures=\"0\""), std::string::npos) << x;
+  const std::string xb = to_junit(bad);  // the expectation met, the confirmation wrong: a failure
+  EXPECT_NE(xb.find("<testsuites name=\"flatline\" tests=\"2\" failures=\"1\""), std::string::npos) << xb;
+  EXPECT_NE(xb.find("type=\"confirmation\">because not confirmed</failure>"), std::string::npos) << xb;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // missing fields say what to log; to_text / to_json carry it all.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "detectors/triage.h"
@@ -186,6 +188,33 @@ TEST(Triage, TextAndJson) {
   Diagnosis healthy;
   EXPECT_NE(to_text(healthy).find("diagnosis: healthy (no cause found)"), std::string::npos);
   EXPECT_TRUE(nlohmann::json::parse(to_json(healthy))["detected_t"].is_null());
+}
+
+// diagnosis.json read back (flatline confirm reads a run's diagnosis, never its manifest).
+TEST(Triage, DiagnosisJsonReadsBack) {
+  const auto d = triage(lr_zero_and_zero_grad_rank(), 2);
+  const Diagnosis b = diagnosis_from_json(to_json(d), "diagnosis.json");
+  EXPECT_EQ(b.cause, d.cause);
+  EXPECT_EQ(b.rank, d.rank);
+  EXPECT_EQ(b.onset_step, 301);
+  EXPECT_EQ(b.detected_step, 302);
+  EXPECT_DOUBLE_EQ(b.detected_t, d.detected_t);
+  EXPECT_EQ(b.evidence, d.evidence);
+  EXPECT_EQ(b.plateau.flat, d.plateau.flat);
+  EXPECT_EQ(b.plateau.detail, d.plateau.detail);
+  EXPECT_EQ(b.last_step, 400);
+  EXPECT_TRUE(std::isnan(diagnosis_from_json(to_json(Diagnosis{}), "h.json").detected_t));  // null
+  auto err = [](const std::string& text) {
+    try {
+      diagnosis_from_json(text, "d.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(err("{\"rank\": 1}"), "d.json: no \"cause\": not a flatline diagnosis");
+  EXPECT_EQ(err("{\"cause\": \"lr_zero\", \"onset_step\": \"x\"}"), "d.json: \"onset_step\" has the wrong type (string)");
+  EXPECT_EQ(err("{\"cause\""), "d.json: not JSON (byte 9): expected a diagnosis object");
 }
 
 }  // namespace

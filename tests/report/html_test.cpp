@@ -109,5 +109,67 @@ TEST_F(HtmlReport, ChromiumRendersAPageThatIsNotBlank) {
   std::filesystem::remove_all(dir);
 }
 
+// A confirmed run (flatline confirm's confirm.json and its replays' telemetry beside the run): the
+// verdict, the numbers and the loss curves of the control and the repaired, from the branch point on.
+TEST(HtmlConfirmation, ShowsItsVerdictNumbersAndBothLossCurves) {
+  const std::string parent = scratch_dir("confirmed");
+  Spec sp;
+  sp.steps = 200;
+  const std::string dir = write_run(parent, "lr", "lr-zero", sp, fault("lr_zero", "schedule_total_too_short", -1, 121));
+  std::ofstream(dir + "/scenario.yaml") << "name: lr-zero\nbatch_size: 8\nexpect: {cause: lr_zero}\n";
+  ConfirmResult r;
+  r.verdict = Verdict::confirmed;
+  r.reason = "the repaired run's loss is 0.05 below the control's";
+  r.repair = "from step 121 an lr below 3e-06 is held at 0.0003";
+  r.plan.cause = "lr_zero";
+  r.plan.onset = 121;
+  r.plan.branch = 120;
+  r.plan.end = 200;
+  r.plan.compared = 20;
+  r.control.faithful = true;
+  r.control.detail = "reproduces the run: 200 of 200 steps bit-identical";
+  r.comparison.control = {20, 2.65, 0.007, 181, 200};
+  r.comparison.repaired = {20, 2.60, 0.007, 181, 200};
+  r.comparison.paired = true;
+  r.comparison.difference = 0.05;
+  r.comparison.se = 0.001;
+  r.comparison.threshold = 0.003;
+  std::filesystem::create_directories(dir + "/confirm");
+  std::ofstream(dir + "/confirm/confirm.json") << to_json(r);
+  for (const char* b : {"control", "repaired"}) {  // the branches: rank 0's steps after the branch point
+    std::filesystem::create_directories(dir + "/confirm/" + b + "/telemetry");
+    JsonlWriter w(dir + "/confirm/" + b + "/telemetry/rank-0.jsonl");
+    for (Record rec : read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr))
+      if (rec.kind == RecordKind::step && rec.step > 120) {
+        rec.samples_seen = rec.step * 8;
+        if (std::string(b) == "repaired") *rec.loss_avg -= 0.05;
+        w.write(rec);
+      }
+  }
+  const RunData run = load_run(dir);
+  ASSERT_TRUE(run.confirmation) << (run.warnings.empty() ? "" : run.warnings.front());
+  EXPECT_EQ(run.confirmation->samples_per_step, 8);
+  const auto specs = confirmation_plots(run);
+  ASSERT_EQ(specs.size(), 1u);  // the training loss; the held-out one only when that was compared
+  ASSERT_EQ(specs[0].series.size(), 2u);  // the run lies under the faithful control
+  EXPECT_EQ(specs[0].series[0].name, "control (as the run was)");
+  EXPECT_EQ(specs[0].series[1].name, "repaired");
+  EXPECT_EQ(specs[0].series[1].x.front(), 121);
+  EXPECT_EQ(specs[0].series[1].x.size(), 80u);
+  EXPECT_EQ(specs[0].marks[0].x, 120.5);
+  EXPECT_EQ(specs[0].marks[0].label, "branch point (after step 120)");
+  RunData nothing = run;
+  nothing.confirmation->result.verdict = Verdict::nothing_to_confirm;
+  EXPECT_TRUE(confirmation_plots(nothing).empty());
+  if (gnuplot_binary().empty()) GTEST_SKIP() << "gnuplot not installed";
+  const std::string page = html_report({run}, "t", false);
+  EXPECT_NE(page.find("confirmation by counterfactual: <span class=\"ok\">confirmed</span>"), std::string::npos);
+  EXPECT_NE(page.find("<tr><td>repaired</td><td>2.6000 &plusmn; 0.0070 (20 values, steps 181..200)</td></tr>"),
+            std::string::npos);
+  EXPECT_NE(page.find("0.0500, s.e. 0.0010 (paired per step); needed &gt; 0.0030"), std::string::npos);
+  EXPECT_EQ(count(page, "<svg"), size_t(kReportPlots) + 1);
+  std::filesystem::remove_all(parent);
+}
+
 }  // namespace
 }  // namespace flatline::testing
