@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/check.h"
+#include "core/json_field.h"
 #include "detectors/causes.h"
 
 namespace flatline {
@@ -59,22 +60,12 @@ RepairSpec repair_from_json(const std::string& text, const std::string& source) 
   }
   if (!j.is_object()) throw std::runtime_error(source + ": expected a JSON object {\"cause\": ..., ...}");
   RepairSpec r;
-  auto field = [&](const char* name, auto& out, bool required) {
-    auto it = j.find(name);
-    if (it == j.end()) {
-      if (required) throw std::runtime_error(fmt::format("{}: missing \"{}\"", source, name));
-      return;
-    }
-    try {
-      it->get_to(out);
-    } catch (const nlohmann::json::exception&) {
-      throw std::runtime_error(fmt::format("{}: \"{}\" has the wrong type ({})", source, name, it->type_name()));
-    }
-  };
-  field("cause", r.cause, true);
-  field("rank", r.rank, false);
-  field("from_step", r.from_step, true);
-  field("lr_before", r.lr_before, false);
+  for (const char* required : {"cause", "from_step"})
+    if (!j.contains(required)) throw std::runtime_error(fmt::format("{}: missing \"{}\"", source, required));
+  json_field(j, "cause", r.cause, source);
+  json_field(j, "rank", r.rank, source);
+  json_field(j, "from_step", r.from_step, source);
+  json_field(j, "lr_before", r.lr_before, source);
   for (const auto& [k, _] : j.items())
     if (k != "cause" && k != "rank" && k != "from_step" && k != "lr_before")
       throw std::runtime_error(fmt::format("{}: unknown field \"{}\" (expected cause, rank, from_step, lr_before)", source, k));

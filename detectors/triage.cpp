@@ -12,6 +12,7 @@
 
 #include "detectors/plateau.h"
 #include "core/check.h"
+#include "core/json_field.h"
 #include "detectors/registry.h"
 
 namespace flatline {
@@ -216,15 +217,7 @@ Diagnosis diagnosis_from_json(const std::string& text, const std::string& source
   }
   if (!j.is_object()) throw std::runtime_error(source + ": expected a diagnosis object");
   Diagnosis d;
-  auto get = [&](const char* name, auto& out) {
-    auto it = j.find(name);
-    if (it == j.end() || it->is_null()) return;
-    try {
-      it->get_to(out);
-    } catch (const nlohmann::json::exception&) {
-      throw std::runtime_error(fmt::format("{}: \"{}\" has the wrong type ({})", source, name, it->type_name()));
-    }
-  };
+  auto get = [&](const char* name, auto& out) { json_field(j, name, out, source); };
   if (!j.contains("cause")) throw std::runtime_error(source + ": no \"cause\": not a flatline diagnosis");
   get("cause", d.cause);
   get("rank", d.rank);

@@ -22,12 +22,7 @@ Scenario scenario(const std::string& extra, const std::string& fault = "") {
 
 std::shared_ptr<const Intervention> repair(const Scenario& s, const std::string& cause, int64_t from, int rank = -1,
                                            double lr_before = 0) {
-  RepairSpec r;
-  r.cause = cause;
-  r.rank = rank;
-  r.from_step = from;
-  r.lr_before = lr_before;
-  return make_intervention(r, s);
+  return make_intervention({cause, rank, from, lr_before}, s);
 }
 
 StepActions all_hooks(const RunPlan& p, int64_t step, int rank) { return p.actions(step, rank, 2); }

@@ -14,17 +14,7 @@ namespace {
 
 // A tiny 2-rank GPT scenario with `extra` top-level keys and one fault.
 Scenario with_fault(const std::string& extra, const std::string& fault, int64_t steps = 12) {
-  return load_scenario_text(R"(
-name: effect
-seed: 5
-model: {kind: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 16}
-data: {kind: text}
-world_size: 2
-steps: )" + std::to_string(steps) + R"(
-batch_size: 2
-heartbeat_s: 0.2
-)" + extra + "faults:\n  - " + fault + "\nexpect: {cause: healthy}\n",
-                            "<effect>");
+  return tiny_effect_gpt(extra, {fault}, steps);
 }
 
 std::vector<Record> steps_of(const std::string& dir, int rank) {

@@ -37,6 +37,24 @@ expect: {cause: healthy}
 )", "<tiny>");
 }
 
+// A tiny 2-rank GPT (one layer, 16 wide, batches of 2, seed 5) with `extra` top-level keys and `faults`
+// (YAML flow maps, one per fault): the scenarios of the fault-effect and replay tests.
+inline Scenario tiny_effect_gpt(const std::string& extra, const std::vector<std::string>& faults, int64_t steps = 12) {
+  std::string f;
+  for (const auto& x : faults) f += (f.empty() ? "faults:\n" : "") + std::string("  - ") + x + "\n";
+  return load_scenario_text(R"(
+name: effect
+seed: 5
+model: {kind: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 16}
+data: {kind: text}
+world_size: 2
+steps: )" + std::to_string(steps) + R"(
+batch_size: 2
+heartbeat_s: 0.2
+)" + extra + f + "expect: {cause: healthy}\n",
+                            "<effect>");
+}
+
 inline std::string temp_dir(const std::string& name) {
   static std::mt19937_64 rng(std::random_device{}());
   auto d = std::filesystem::temp_directory_path() / ("flatline-test-" + name + "-" + std::to_string(rng() % 1000000));

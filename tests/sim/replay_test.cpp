@@ -16,18 +16,8 @@ namespace flatline::test {
 namespace {
 namespace fs = std::filesystem;
 
-Scenario tiny(const std::string& extra, const std::string& faults = "", int64_t steps = 12) {
-  return load_scenario_text(R"(
-name: replay
-seed: 5
-model: {kind: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 16}
-data: {kind: text}
-world_size: 2
-steps: )" + std::to_string(steps) + R"(
-batch_size: 2
-heartbeat_s: 0.2
-)" + extra + (faults.empty() ? "" : "faults:\n  - " + faults + "\n") + "expect: {cause: healthy}\n",
-                            "<replay>");
+Scenario tiny(const std::string& extra, const std::string& fault = "") {
+  return tiny_effect_gpt(extra, fault.empty() ? std::vector<std::string>{} : std::vector<std::string>{fault});
 }
 
 std::vector<Record> steps_of(const std::string& dir, int rank) {
@@ -122,12 +112,7 @@ TEST_P(Replay, CarryingOnFromAResumedProcessesCheckpointKeepsWhatTheResumeChange
 
 std::shared_ptr<const Intervention> repair(const Scenario& s, const char* cause, int64_t from, int rank = -1,
                                            double lr_before = 0) {
-  RepairSpec r;
-  r.cause = cause;
-  r.rank = rank;
-  r.from_step = from;
-  r.lr_before = lr_before;
-  return make_intervention(r, s);
+  return make_intervention({cause, rank, from, lr_before}, s);
 }
 
 // The repaired branch of each cause, carried on from the step before its onset, against the faulty run.
