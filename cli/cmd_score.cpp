@@ -52,13 +52,22 @@ int score(const Args& a) {
   if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");
   std::vector<Scenario> scenarios;
   std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
+  std::vector<Input> kept;
   for (const auto& in : ins) {
-    scenarios.push_back(load_scenario_text(in.text, in.source));  // fail fast
+    Scenario s = load_scenario_text(in.text, in.source);  // fail fast
+    if (s.fleet_only) {  // thousands of ranks: not for local workers
+      std::cout << fmt::format("skipped {}: fleet_only (run it with `flatline simulate`)\n", in.source);
+      continue;
+    }
+    kept.push_back(in);
+    scenarios.push_back(std::move(s));
     auto [it, fresh] = names.emplace(scenarios.back().name, in.source);
     if (!fresh)
       throw ScenarioError(in.source + ": scenario name '" + it->first + "' is also used by " + it->second +
                           " (each run needs its own directory)");
   }
+  ins = std::move(kept);
+  if (ins.empty()) throw ScenarioError("every scenario given is fleet_only: run them with `flatline simulate`");
   std::vector<RunScore> runs;
   for (size_t i = 0; i < ins.size(); ++i) {
     const Scenario& s = scenarios[i];

@@ -170,7 +170,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
                "schedule", "precision", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "faults", "expect"});
+               "log_every", "fleet_only", "faults", "expect"});
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -273,6 +273,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.set(root, "collective_timeout_s", s.collective_timeout_s);
   if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
   c.set_min(root, "log_every", s.log_every, 1);
+  c.set(root, "fleet_only", s.fleet_only);
   if (auto fs = root["faults"]) {
     if (!fs.IsSequence()) c.fail(fs, "'faults' must be a list");
     for (const auto& f : fs) {
@@ -380,6 +381,7 @@ std::string to_yaml(const Scenario& s) {
   e << YAML::Key << "heartbeat_s" << YAML::Value << num(s.heartbeat_s);
   e << YAML::Key << "collective_timeout_s" << YAML::Value << num(s.collective_timeout_s);
   e << YAML::Key << "log_every" << YAML::Value << s.log_every;
+  if (s.fleet_only) e << YAML::Key << "fleet_only" << YAML::Value << true;
   e << YAML::Key << "faults" << YAML::Value << YAML::BeginSeq;
   for (const auto& f : s.faults) {
     e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << f.kind;
