@@ -44,7 +44,7 @@ CheckWalk alive(const RunSummary& s) {
   const Rank& k0 = s.ranks()[static_cast<size_t>(std::max(0, s.series_rank()))];
   if (k0.heartbeats > 1) hb_s = s.t_end() / static_cast<double>(k0.heartbeats);
   const double bound = std::max(kMinStopS, 3 * step_s + hb_s);
-  std::vector<std::pair<std::string, int>> err;
+  std::vector<std::pair<std::string, int>> err, phase;
   std::vector<int> errors, stopped, stale;
   int n = 0;
   const auto& ranks = s.ranks();
@@ -53,7 +53,10 @@ CheckWalk alive(const RunSummary& s) {
     if (!k.step_records && !k.heartbeats) continue;
     ++n;
     if (k.errors) errors.push_back(static_cast<int>(r)), err.emplace_back("\"" + k.error_detail.substr(0, 60) + "\"", r);
-    if (!std::isfinite(k.run_end_t) && s.t_end() - k.last_step_t > bound) stopped.push_back(static_cast<int>(r));
+    if (!std::isfinite(k.run_end_t) && s.t_end() - k.last_step_t > bound) {
+      stopped.push_back(static_cast<int>(r));
+      phase.emplace_back(k.heartbeats ? k.hb_phase : "no heartbeat", static_cast<int>(r));
+    }
     if (k.stuck_records >= kStaleRecords) stale.push_back(static_cast<int>(r));
   }
   w.showed = fmt::format("last logged step {}; typical step {:.3g} s; the run's last record at t={:.1f} s", s.last_step(),
@@ -61,11 +64,11 @@ CheckWalk alive(const RunSummary& s) {
   if (!stopped.empty()) {
     const Rank& k = ranks[stopped.front()];
     w.showed += fmt::format("; rank {}'s last step record at t={:.1f} s ({:.0f} s before the end, heartbeats until "
-                            "t={:.1f} s at step {}, phase {}); {} rank(s) stopped",
-                            stopped.front(), k.last_step_t, s.t_end() - k.last_step_t, k.hb_t, k.hb_step, k.hb_phase,
-                            stopped.size());
+                            "t={:.1f} s at step {}); {} rank(s) stopped, their last heartbeat's phase: {}",
+                            stopped.front(), k.last_step_t, s.t_end() - k.last_step_t, k.hb_t, k.hb_step,
+                            stopped.size(), group_ranks(phase, n));
   }
-  if (!errors.empty()) w.showed += "; errors: " + group_ranks(err, static_cast<int>(errors.size()));
+  if (!errors.empty()) w.showed += "; errors: " + group_ranks(err, n);
   if (!stale.empty()) {
     const Rank& k = ranks[stale.front()];
     w.showed += fmt::format("; logged step {} repeated by {} records from t={:.1f} to t={:.1f} s on {} rank(s)",
@@ -123,11 +126,11 @@ CheckWalk data(const RunSummary& s) {
     w.why = "cannot tell: log a hash of each batch's sample ids";
     return w;
   }
-  int64_t hashed = 0, reruns = 0;
+  int64_t hashed = 0, reruns = 0, repeats = 0;
   const RunSummary::Tracked* hit = nullptr;
   int hits = 0;
   for (const auto& t : s.tracked()) {
-    hashed += t.hashed, reruns += t.reruns;
+    hashed += t.hashed, reruns += t.reruns, repeats += t.repeats;
     const bool replay = std::any_of(t.first_stretches.begin(), t.first_stretches.end(),
                                     [](const RunSummary::Stretch& st) { return st.records >= 2; });
     if (replay && !hit) hit = &t;
@@ -149,9 +152,12 @@ CheckWalk data(const RunSummary& s) {
     return w;
   }
   w.reading = Reading::rules_out;
-  w.why = reruns ? "after the restart each re-run step trained its own batch again (the sampler position was "
-                   "restored); no batch of another step came back"
-                 : "no batch came back: the data does not repeat";
+  w.why = repeats ? fmt::format("{} isolated repeat(s), never two in a row: one batch coming back can be a hash "
+                                "collision or a deliberately re-used batch, a replaying loader repeats run after run",
+                                repeats)
+          : reruns ? "after the restart each re-run step trained its own batch again (the sampler position was "
+                     "restored); no batch of another step came back"
+                   : "no batch came back: the data does not repeat";
   return w;
 }
 

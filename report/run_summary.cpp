@@ -241,6 +241,20 @@ void RunSummary::event(const Record& r, Rank& k) {
     }
 }
 
+size_t RunSummary::bytes() const {
+  size_t b = sizeof(*this) + rows_.capacity() * sizeof(Row) + across_.capacity() * sizeof(Across) +
+             hb_sample_.capacity() * sizeof(hb_sample_[0]) + evals_.capacity() * sizeof(evals_[0]) +
+             ranks_.capacity() * sizeof(Rank) + tracked_index_.capacity() * sizeof(int);
+  auto heap = [](const std::string& x) { return x.capacity() > 15 ? x.capacity() + 1 : 0; };  // past the SSO buffer
+  for (const auto& e : events_) b += sizeof(Event) + heap(e.detail);
+  for (const auto& k : ranks_) b += heap(k.hb_phase) + heap(k.error_detail);
+  for (const auto& t : tracked_) {
+    b += sizeof(Tracked) + t.first_seen.bucket_count() * sizeof(void*) + t.first_seen.size() * 32;
+    for (const auto& a : t.after_resume) b += a.capacity() * sizeof(AfterResume);
+  }
+  return b;
+}
+
 int RunSummary::ranks_seen() const {
   int n = 0;
   for (const auto& k : ranks_) n += k.step_records > 0 || k.heartbeats > 0;

@@ -131,6 +131,10 @@ class RunSummary : public RecordSink {
   bool has_batch_hash() const { return hashed_; }
   bool has_local_norm() const { return local_norms_; }
   bool has_timing() const { return timed_; }
+  // What the summary holds in memory, from its containers' capacities (hash nodes counted at 32 bytes,
+  // libstdc++'s node of a pair<uint64, int64> plus its next pointer and cached hash; the allocator's
+  // own overhead is not counted).
+  size_t bytes() const;
 
  private:
   Rank& rank(int r);
