@@ -1,6 +1,6 @@
 // RunSummary: what the drill's signals show, built while a run's records stream past (docs/DESIGN.md
-// §12). A fleet run is too large to hold as Records (1024 ranks x 50k steps is ~50 M step records and
-// ~17 M heartbeats, ~15 GB as Records), so the drill keeps, in one pass:
+// §12). A fleet run is too large to hold as Records (1024 ranks x 50k steps is ~52 M step records and
+// ~19 M heartbeats, ~28 GB as 400-byte Records), so the drill keeps, in one pass:
 //   - the series rank's step records as compact rows (the lowest rank that wrote any: every series a
 //     person reads — loss, lr, grad norm, loss scale — is the same on every data-parallel rank but the
 //     loss, which is logged as loss_avg, the mean over ranks): O(steps);
@@ -14,8 +14,9 @@
 //     batches from any time in the run shows, and the records right after each resume: O(steps x 16);
 //   - a thinned sample of every rank's heartbeats (at most kHeartbeatSample, halved as it fills), and
 //     the series rank's run events (start, restart, resume, end, error).
-// Memory: ~150 bytes per logged step + ~16 x 40 bytes per step for the tracked hashes + ~400 bytes per
-// rank; 1024 ranks x 50k steps: ~45 MB (bench/README.md). Same records in any interleaving of ranks
+// Memory: ~110 bytes per step record of the series rank (its row and the across-ranks entry), ~50 bytes
+// per distinct batch of each tracked rank, ~460 bytes per rank; 1024 ranks x 50k steps: 30 MiB
+// (bench/README.md). Same records in any interleaving of ranks
 // (each rank's own order kept) give the same summary, but for the heartbeat sample.
 #pragma once
 #include <array>
