@@ -52,7 +52,7 @@ CheckWalk alive(const RunSummary& s) {
     const Rank& k = ranks[r];
     if (!k.step_records && !k.heartbeats) continue;
     ++n;
-    if (k.errors) errors.push_back(static_cast<int>(r)), err.emplace_back("\"" + k.error_detail.substr(0, 60) + "\"", r);
+    if (k.errors) errors.push_back(static_cast<int>(r)), err.emplace_back("\"" + shorten(k.error_detail, 60) + "\"", r);
     if (!std::isfinite(k.run_end_t) && s.t_end() - k.last_step_t > bound) {
       stopped.push_back(static_cast<int>(r));
       phase.emplace_back(k.heartbeats ? k.hb_phase : "no heartbeat", static_cast<int>(r));

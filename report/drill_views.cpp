@@ -51,6 +51,8 @@ bool seen(const Rank& k) { return k.step_records > 0 || k.heartbeats > 0; }
 
 }  // namespace
 
+std::string shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n > 3 ? n - 3 : 0) + "..."; }
+
 std::string rank_list(const std::vector<int>& ranks, size_t at_most) {
   std::string s;
   for (size_t i = 0; i < ranks.size() && i < at_most; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -153,7 +155,7 @@ std::string alive_view(const RunSummary& s) {
     max_step.emplace_back(std::to_string(k.max_step), ri);
     phase.emplace_back(k.heartbeats ? k.hb_phase : "no heartbeat", ri);
     hb_step.emplace_back(k.heartbeats ? std::to_string(k.hb_step) : "-", ri);
-    err.emplace_back(k.errors ? "\"" + k.error_detail.substr(0, 72) + "\"" : "none", ri);
+    err.emplace_back(k.errors ? "\"" + shorten(k.error_detail, 72) + "\"" : "none", ri);
     end.emplace_back(std::isfinite(k.run_end_t) ? "run_end" : "no run_end", ri);
     stuck_g.emplace_back(k.stuck_records >= 3 ? fmt::format("step {} x{} records", k.stuck_step, k.stuck_records) : "never",
                          ri);

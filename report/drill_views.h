@@ -34,6 +34,8 @@ std::string signal_view(const RunSummary& s, const std::string& signal);
 // first; rank lists are cut after kOutliers with "(+k more)". `of` = the ranks considered: a group of
 // all of them reads "on every rank".
 std::string group_ranks(const std::vector<std::pair<std::string, int>>& value_rank, int of);
+// `s` cut to at most n characters, "..." marking a cut.
+std::string shorten(const std::string& s, size_t n);
 // "3, 9, 17 (+4 more)"
 std::string rank_list(const std::vector<int>& ranks, size_t at_most = kOutliers);
 

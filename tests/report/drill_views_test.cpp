@@ -77,6 +77,8 @@ TEST(DrillViews, GroupsAndRankLists) {
   EXPECT_EQ(group_ranks({{"a", 1}, {"b", 2}, {"a", 3}}, 3), "a on ranks 1, 3; b on rank 2");
   EXPECT_EQ(group_ranks({{"x", 0}, {"x", 1}}, 2), "x on every rank");
   EXPECT_EQ(rank_list({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), "1, 2, 3, 4, 5, 6, 7, 8 (+2 more)");
+  EXPECT_EQ(shorten("Timed out waiting", 12), "Timed out...");
+  EXPECT_EQ(shorten("short", 12), "short");
   std::vector<std::pair<std::string, int>> many;
   for (int r = 0; r < 20; ++r) many.emplace_back(r < 11 ? "p" : "q", r);
   EXPECT_EQ(group_ranks(many, 20), "p on 11 ranks; q on ranks 11, 12, 13, 14, 15, 16, 17, 18 (+1 more)");
