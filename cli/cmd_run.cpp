@@ -14,6 +14,7 @@ namespace {
 
 struct Args {
   std::string scenario, out = "runs";
+  PlacementArgs placement;
 };
 
 int run(const Args& a) {
@@ -22,12 +23,15 @@ int run(const Args& a) {
   if (s.fleet_only)
     throw ScenarioError(a.scenario + ": fleet_only: a scenario for the fleet simulator, not for local ranks "
                         "(run it with `flatline simulate`)");
+  a.placement.apply(s);
   std::cout << fmt::format("flatline run {}: {} ranks, {} steps ({} on {})\n", s.name, s.world_size, s.steps,
                            s.model.kind, s.data.kind)
             << std::flush;
   LaunchOptions o;
   o.run_dir = a.out + "/" + s.name;
   o.self_exe = self_exe();
+  o.device = a.placement.device;
+  o.process_group = a.placement.process_group;
   LaunchResult r = launch_run(s, text, o);
   std::cout << to_text(r.diagnosis);
   RunScore sc = score_run(r.manifest, r.diagnosis);
@@ -45,6 +49,7 @@ FLATLINE_COMMAND("run", "train a scenario's ranks, diagnose live, print the diag
   auto a = std::make_shared<Args>();
   sub.add_option("scenario", a->scenario, "scenario YAML file")->required();
   sub.add_option("--out", a->out, "parent directory of the run directory (default runs/)");
+  a->placement.add(sub);
   return [a] { return run(*a); };
 });
 

@@ -21,12 +21,18 @@
 #include "core/ports.h"
 #include "core/protocol.h"
 #include "faults/effects.h"
+#include "sim/build_info.h"
 #include "telemetry/jsonl.h"
 
 namespace flatline {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The poll loop's period: 50 ms for the built-in detectors (a finding is stamped with its record, not
+// with when it was seen); 10 ms with external detectors attached, whose alarms are stamped on arrival
+// (about two steps of the main suite's 6 ms steps at most; the cost is in bench/README.md).
+constexpr int kPollMs = 50, kPollWithDetectorsMs = 10;
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -56,6 +62,14 @@ pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, 
   const std::string scen = o.run_dir + "/scenario.yaml";
   std::vector<const char*> argv = {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()};
   if (resume) argv.push_back("--resume");
+  if (!o.device.empty()) argv.insert(argv.end(), {"--device", o.device.c_str()});
+  if (!o.process_group.empty()) argv.insert(argv.end(), {"--process-group", o.process_group.c_str()});
+  std::string formats;
+  for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
+  if (!formats.empty()) {
+    argv.push_back("--formats");
+    argv.push_back(formats.c_str());
+  }
   argv.push_back(nullptr);
   execv(o.self_exe.c_str(), const_cast<char* const*>(argv.data()));
   std::fprintf(stderr, "exec %s failed: %s\n", o.self_exe.c_str(), std::strerror(errno));
@@ -78,6 +92,7 @@ struct LiveFeed {
   std::vector<std::string> warnings;
   OnsetClock onsets;
   double last_t = 0;
+  DetectorFeed* detectors = nullptr;  // external detectors, when attached
   explicit LiveFeed(std::vector<FaultTruth> truths) : onsets(std::move(truths)) {}
   void poll(Triage& tri) {
     for (auto& t : tails) {
@@ -85,6 +100,7 @@ struct LiveFeed {
       t->poll(batch, &warnings);
       for (const auto& r : batch) {
         tri.observe(r);
+        if (detectors) detectors->push(r);
         onsets.observe(r);
         if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
       }
@@ -105,7 +121,8 @@ std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0,
   // checkpoint slack) whoever is left is stuck, so it is killed.
   const double grace = s.collective_timeout_s + kKillGraceS;
   while (alive > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (feed.detectors) feed.detectors->pump(wall_now() - t0, kPollWithDetectorsMs);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
     feed.poll(tri);
     for (size_t i = 0; i < pids.size(); ++i) {
       if (codes[i] != -1) continue;
@@ -145,8 +162,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   std::ofstream(o.run_dir + "/scenario.yaml") << yaml_text;
 
   Manifest& m = res.manifest;
-  m = scenario_manifest(s, fmt::format("flatline {}; libtorch (Debian libtorch-dev 1.13); c10d ProcessGroupGloo",
-                                       FLATLINE_VERSION));
+  m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));
   write_manifest(m, o.run_dir + "/manifest.json");
 
   DetectorConfig cfg;
@@ -160,6 +176,19 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
                 << std::flush;
     });
   LiveFeed feed(RunPlan(s).truths());
+  std::unique_ptr<DetectorFeed> detectors;
+  if (!o.detectors.empty()) {
+    FeedOptions fo;
+    fo.mode = FeedMode::live;
+    fo.run_dir = o.run_dir;
+    fo.world_size = s.world_size;
+    fo.limits = o.detector_limits;
+    fo.env = o.detector_env;
+    fo.stderr_dir = o.run_dir + "/detectors";
+    fs::create_directories(fo.stderr_dir);
+    detectors = std::make_unique<DetectorFeed>(o.detectors, fo);
+    feed.detectors = detectors.get();
+  }
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
 
@@ -168,6 +197,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   if (restart) codes = run_phase(s, o, start, true, tri, feed, res.first_error);
   tri.finish(feed.last_t);
   res.diagnosis = tri.diagnosis();
+  if (detectors) res.detector_outcomes = detectors->finish(wall_now() - start);
 
   for (size_t i = 0; i < m.faults.size(); ++i) m.faults[i].onset_t = feed.onsets.onset_t(i);
   m.status = res.first_error.empty() ? "completed" : "failed";
