@@ -20,6 +20,9 @@ struct Args {
 int run(const Args& a) {
   const std::string text = read_text_file(a.scenario);
   Scenario s = load_scenario_text(text, a.scenario);
+  if (s.fleet_only)
+    throw ScenarioError(a.scenario + ": fleet_only: a scenario for the fleet simulator, not for local ranks "
+                        "(run it with `flatline simulate`)");
   a.placement.apply(s);
   std::cout << fmt::format("flatline run {}: {} ranks, {} steps ({} on {})\n", s.name, s.world_size, s.steps,
                            s.model.kind, s.data.kind)

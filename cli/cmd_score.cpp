@@ -178,11 +178,25 @@ int score(const Args& a) {
     return kExitUsage;
   }
   if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");
-  std::vector<Scenario> scenarios(ins.size());
+  std::vector<Scenario> scenarios;
   std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
+  std::vector<Input> kept;
+  for (const auto& in : ins) {
+    Scenario s;
+    if (in.recorded.empty()) {
+      s = load_scenario_text(in.text, in.source);  // fail fast
+      if (s.fleet_only) {  // thousands of ranks: not for local workers
+        std::cout << fmt::format("skipped {}: fleet_only (run it with `flatline simulate`)\n", in.source);
+        continue;
+      }
+    }
+    kept.push_back(in);
+    scenarios.push_back(std::move(s));
+  }
+  ins = std::move(kept);
+  if (ins.empty()) throw ScenarioError("every scenario given is fleet_only: run them with `flatline simulate`");
   for (size_t i = 0; i < ins.size(); ++i) {
     if (!ins[i].recorded.empty()) continue;
-    scenarios[i] = load_scenario_text(ins[i].text, ins[i].source);  // fail fast
     a.placement.apply(scenarios[i]);
     auto [it, fresh] = names.emplace(scenarios[i].name, ins[i].source);
     if (!fresh)

@@ -179,7 +179,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
                "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "formats", "faults", "expect"});
+               "log_every", "fleet_only", "formats", "faults", "expect"});
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -287,6 +287,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.set(root, "collective_timeout_s", s.collective_timeout_s);
   if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
   c.set_min(root, "log_every", s.log_every, 1);
+  c.set(root, "fleet_only", s.fleet_only);
   if (auto f = root["formats"]) {
     c.expect_map(f, "formats");
     c.only_keys(f, "formats", {"write", "every"});
@@ -438,6 +439,7 @@ std::string to_yaml(const Scenario& s) {
   e << YAML::Key << "heartbeat_s" << YAML::Value << num(s.heartbeat_s);
   e << YAML::Key << "collective_timeout_s" << YAML::Value << num(s.collective_timeout_s);
   e << YAML::Key << "log_every" << YAML::Value << s.log_every;
+  if (s.fleet_only) e << YAML::Key << "fleet_only" << YAML::Value << true;
   if (!s.formats.empty())
     e << YAML::Key << "formats" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "write" << YAML::Value
       << YAML::Flow << s.formats << YAML::Key << "every" << YAML::Value << s.formats_every << YAML::EndMap;
