@@ -72,6 +72,9 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
                                        "to replay the run)");
   const std::string yaml = read_text_file(scenario_file);
   Scenario s = load_scenario_text(yaml, scenario_file);
+  if (s.fleet_only)
+    throw std::runtime_error(scenario_file + ": fleet_only: a scenario for the fleet simulator; confirm replays a run "
+                                             "on local ranks, which this scenario is not for");
   o.placement.apply(s);
 
   Diagnosis d;
