@@ -98,7 +98,7 @@ void BM_ReadLightningCsv(benchmark::State& st) {
   for (int64_t i = 1; i <= st.range(0); ++i)
     csv += fmt::format("{},{},{},{},{}\n", i / 1000, 0.5 + 1.0 / i, 3e-4, i, 2.0 + 3.0 / i);
   const std::string path = write_temp("flatline-bench-metrics.csv", csv);
-  for (auto _ : st) benchmark::DoNotOptimize(read_log(path, LogFormat::lightning).records.size());
+  for (auto _ : st) benchmark::DoNotOptimize(read_log(path, "lightning").records.size());
   report_mb(st, csv.size());
   std::filesystem::remove(path);
 }
@@ -119,7 +119,7 @@ void BM_ReadTensorBoard(benchmark::State& st) {
     file += readers::frame_tfrecord(e.SerializeAsString());
   }
   const std::string path = write_temp("flatline-bench.tfevents", file);
-  for (auto _ : st) benchmark::DoNotOptimize(read_log(path, LogFormat::tensorboard).records.size());
+  for (auto _ : st) benchmark::DoNotOptimize(read_log(path, "tensorboard").records.size());
   report_mb(st, file.size());
   std::filesystem::remove(path);
 }

@@ -1,4 +1,4 @@
-// `flatline diagnose PATH [--format auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard]`:
+// `flatline diagnose PATH [--format F]` (F: auto or a reader's name, readers/reader.h):
 // reads recorded telemetry or a real training log (readers/reader.h: a flatline run directory or
 // JSONL, trainer_state.json, a Megatron or DeepSpeed log, Lightning metrics.csv, a W&B history CSV,
 // TensorBoard event files), runs the detectors and prints the diagnosis with its checklist: what
@@ -26,7 +26,7 @@ int diagnose(const Args& a) {
     if (a.json) {
       std::cout << to_json(d) << "\n";
     } else {
-      std::cout << "read " << log.records.size() << " records (" << to_string(log.format) << ") from "
+      std::cout << "read " << log.records.size() << " records (" << log.format << ") from "
                 << log.files.size() << " file(s)\n";
       std::cout << to_text(d);
     }
@@ -41,8 +41,7 @@ FLATLINE_COMMAND("diagnose", "diagnose recorded telemetry or a training log (run
                  [](CLI::App& sub) {
                    auto a = std::make_shared<Args>();
                    sub.add_option("path", a->path, "run directory, log file or log directory")->required();
-                   sub.add_option("--format", a->format,
-                                  "auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard (default auto)");
+                   sub.add_option("--format", a->format, format_choices() + " (default auto)");
                    sub.add_flag("--json", a->json, "print the diagnosis as one JSON object");
                    return [a] { return diagnose(*a); };
                  });

@@ -24,7 +24,7 @@ int run_replay(const Args& a) {
   try {
     LogData log = read_log(a.path, parse_log_format(a.format));
     for (const auto& w : log.warnings) std::cerr << "warning: " << w << "\n";
-    std::cout << fmt::format("replaying {} records ({}) from {} file(s){}\n", log.records.size(), to_string(log.format),
+    std::cout << fmt::format("replaying {} records ({}) from {} file(s){}\n", log.records.size(), log.format,
                              log.files.size(),
                              a.realtime || a.speed > 0 ? fmt::format(", paced at {}x", a.speed > 0 ? a.speed : 1.0) : "")
               << std::flush;
@@ -62,7 +62,7 @@ FLATLINE_COMMAND("replay", "replay recorded telemetry or a log through the detec
         const double x = std::strtod(v.c_str(), &end);
         return *end == 0 && x > 0 && x < 1e9 ? std::string() : "--speed: expected a number > 0, got '" + v + "'";
       });
-  sub.add_option("--format", a->format, "auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard");
+  sub.add_option("--format", a->format, format_choices() + " (default auto)");
   return [a] { return run_replay(*a); };
 });
 

@@ -26,6 +26,11 @@ struct CsvTable {
 
 CsvTable read_csv(std::string_view data, const std::string& name, Warnings* w);
 
+// The column names of the first non-blank line of `head` (for sniffers: quotes stripped, no libcsv),
+// empty when it does not look like a CSV header (no comma, or control bytes).
+std::vector<std::string> header_columns(std::string_view head);
+bool has_column(const std::vector<std::string>& cols, std::string_view name);
+
 struct TableSpec {
   std::vector<std::string> step_columns;  // the first non-empty one gives the step
   std::string t_column;                   // seconds since start ("_runtime"); "" = none

@@ -11,11 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "readers/metric_names.h"
-#include "readers/reader.h"
+#include "readers/registry.h"
 #include "readers/text_util.h"
 
 namespace flatline {
@@ -82,9 +83,7 @@ size_t object_end(const std::string& s, size_t i) {
   return std::string::npos;
 }
 
-}  // namespace
-
-std::vector<Record> parse_hf_trainer_state(std::string_view data, const std::string& name, Warnings* w) {
+std::vector<Record> parse(std::string_view data, const std::string& name, Warnings* w) {
   const std::string s = python_json_to_json(data);
   // Line numbers of the original text (the rewrite only adds quotes on a line).
   size_t lo_off = 0, lo_line = 1;  // incremental: offsets only grow
@@ -156,5 +155,45 @@ std::vector<Record> parse_hf_trainer_state(std::string_view data, const std::str
   }
   return out;
 }
+
+Sniff sniff(std::string_view head) {
+  std::string_view t = readers::trim(head.substr(0, 4096));
+  if (t.empty() || t.front() != '{') return Sniff::no;
+  return head.find("\"log_history\"") != std::string_view::npos ? Sniff::sure : Sniff::no;
+}
+
+// An output directory: its own trainer_state.json, else the newest checkpoint-N/ (by N, not by name).
+std::vector<std::string> locate(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(dir + "/trainer_state.json", ec)) return {dir + "/trainer_state.json"};
+  int64_t best = -1;
+  std::string best_state;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory(ec) && n.rfind("checkpoint-", 0) == 0 && fs::exists(e.path() / "trainer_state.json", ec)) {
+      auto k = readers::parse_integer(n.substr(11));
+      if (k && *k > best) best = *k, best_state = (e.path() / "trainer_state.json").string();
+    }
+  }
+  if (best_state.empty()) return {};
+  return {best_state};
+}
+
+ReaderDef def() {
+  ReaderDef d;
+  d.name = "hf";
+  d.summary = "Hugging Face Trainer trainer_state.json (an output dir: its newest checkpoint-N/)";
+  d.name_hints = {"trainer_state.json"};
+  d.sniff = sniff;
+  d.parse = parse;
+  d.locate = locate;
+  d.priority = 20;
+  return d;
+}
+
+}  // namespace
+
+FLATLINE_REGISTER_READER(def());
 
 }  // namespace flatline

@@ -51,7 +51,7 @@ Diagnosis replay(const LogData& log, const ReplayOptions& o) {
   return tri.diagnosis();
 }
 
-Diagnosis diagnose_log(const std::string& path, LogFormat format, Warnings* warnings) {
+Diagnosis diagnose_log(const std::string& path, const std::string& format, Warnings* warnings) {
   LogData log = read_log(path, format);
   if (warnings) warnings->insert(warnings->end(), log.warnings.begin(), log.warnings.end());
   return replay(log);

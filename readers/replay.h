@@ -22,6 +22,6 @@ struct ReplayOptions {
 Diagnosis replay(const LogData& log, const ReplayOptions& o = {});
 
 // read_log + replay without pacing: the post-hoc diagnosis of a file or directory.
-Diagnosis diagnose_log(const std::string& path, LogFormat format, Warnings* warnings);
+Diagnosis diagnose_log(const std::string& path, const std::string& format, Warnings* warnings);
 
 }  // namespace flatline

@@ -30,7 +30,7 @@ void for_each_line(std::string_view data, const std::string& name, Warnings* w,
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     bool junk = false;
     for (unsigned char c : line)
-      if (c < 0x20 && c != '\t' && c != 0x1b) {
+      if (c < 0x20 && c != '\t' && c != 0x1b && c != '\r') {  // '\r' inside: a tqdm bar's redraws
         junk = true;
         break;
       }
@@ -41,6 +41,25 @@ void for_each_line(std::string_view data, const std::string& name, Warnings* w,
     if (trim(line).empty()) continue;
     fn(line_no, line);
   }
+}
+
+std::vector<Record> parse_lines(LineParser& p, std::string_view data, const std::string& name, Warnings* w) {
+  std::vector<Record> out;
+  for_each_line(data, name, w, [&](size_t no, std::string_view line) { p.line(no, line, out); });
+  p.finish(out);
+  return out;
+}
+
+std::string_view first_line(std::string_view head) {
+  size_t pos = 0;
+  while (pos < head.size()) {
+    size_t nl = head.find('\n', pos);
+    std::string_view l = head.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    if (!trim(l).empty()) return l;
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  return {};
 }
 
 std::string_view trim(std::string_view s) {

@@ -18,9 +18,16 @@ std::string at_byte(const std::string& name, uint64_t off);  // "name: byte off"
 
 // Calls fn(line_no, line) for every complete line ('\n'-terminated; a trailing '\r' is removed).
 // A last line without newline is reported as half-written and not passed on. A line with NUL or
-// other control bytes is reported as binary junk and skipped. Blank lines are skipped.
+// other control bytes (but tab, ESC and '\r': colours and progress bars) is reported as binary junk
+// and skipped. Blank lines are skipped.
 void for_each_line(std::string_view data, const std::string& name, Warnings* w,
                    const std::function<void(size_t, std::string_view)>& fn);
+
+// A whole file through a LineParser (readers/reader.h): for_each_line, then finish().
+std::vector<Record> parse_lines(LineParser& p, std::string_view data, const std::string& name, Warnings* w);
+
+// The first line of `head` that is not blank (without its newline).
+std::string_view first_line(std::string_view head);
 
 std::string_view trim(std::string_view s);
 // The whole of `s` (trimmed) as a number; nan/NaN/inf/Infinity/-Infinity accepted. nullopt otherwise.
