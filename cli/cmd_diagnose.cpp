@@ -20,14 +20,14 @@ struct Args {
 
 int diagnose(const Args& a) {
   try {
-    LogData log = read_log(a.path, parse_log_format(a.format));
-    for (const auto& w : log.warnings) std::cerr << "warning: " << w << "\n";
+    LogStream log(a.path, parse_log_format(a.format));
     Diagnosis d = replay(log);
+    for (const auto& w : log.warnings()) std::cerr << "warning: " << w << "\n";
     if (a.json) {
       std::cout << to_json(d) << "\n";
     } else {
-      std::cout << "read " << log.records.size() << " records (" << log.format << ") from "
-                << log.files.size() << " file(s)\n";
+      std::cout << "read " << log.records() << " records (" << log.format() << ") from " << log.files().size()
+                << " file(s)\n";
       std::cout << to_text(d);
     }
     return 0;

@@ -22,10 +22,9 @@ struct Args {
 
 int run_replay(const Args& a) {
   try {
-    LogData log = read_log(a.path, parse_log_format(a.format));
-    for (const auto& w : log.warnings) std::cerr << "warning: " << w << "\n";
-    std::cout << fmt::format("replaying {} records ({}) from {} file(s){}\n", log.records.size(), log.format,
-                             log.files.size(),
+    LogStream log(a.path, parse_log_format(a.format));
+    std::cout << fmt::format("replaying {} ({}) from {} file(s){}\n",
+                             log.streaming() ? "records as read" : "the records", log.format(), log.files().size(),
                              a.realtime || a.speed > 0 ? fmt::format(", paced at {}x", a.speed > 0 ? a.speed : 1.0) : "")
               << std::flush;
     ReplayOptions o;
@@ -44,7 +43,8 @@ int run_replay(const Args& a) {
                 << std::flush;
     };
     Diagnosis d = replay(log, o);
-    std::cout << "\n" << to_text(d);
+    for (const auto& w : log.warnings()) std::cerr << "warning: " << w << "\n";
+    std::cout << fmt::format("\n{} records replayed\n", log.records()) << to_text(d);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -7,11 +7,12 @@
 // reader is what such a log is detected as.
 #include "readers/registry.h"
 #include "readers/text_log.h"
+#include "readers/text_util.h"
 
 namespace flatline {
 namespace {
 
-bool has(std::string_view s, std::string_view x) { return s.find(x) != std::string_view::npos; }
+bool has(std::string_view s, std::string_view x) { return readers::contains(s, x); }
 
 Sniff sniff(std::string_view head) {
   if (has(head, "{'loss': ") || has(head, "{'eval_loss': ") || has(head, "] loss: ")) return Sniff::likely;

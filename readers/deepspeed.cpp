@@ -34,7 +34,7 @@ namespace flatline {
 namespace readers {
 namespace {
 
-bool has(std::string_view s, std::string_view x) { return s.find(x) != std::string_view::npos; }
+bool has(std::string_view s, std::string_view x) { return contains(s, x); }
 
 bool has_nocase(std::string_view s, std::string_view x) {
   if (x.size() > s.size()) return false;
@@ -47,11 +47,13 @@ bool has_nocase(std::string_view s, std::string_view x) {
 }
 
 bool overflow_line(TextLog& log, std::string_view line) {
+  // Every form names the overflow or the loss scale: one search rules out the other lines.
+  if (!has(line, "verflow") && !has(line, "OVERFLOW") && !has(line, "loss scale")) return false;
   Overflow o;
   o.t = log.t();
   if (has(line, "loss scale already at minimum")) {
     o.min_error = true;
-    auto p = line.find("Current loss scale");
+    auto p = find(line, "Current loss scale");
     o.text = std::string(trim(line.substr(p == std::string_view::npos ? 0 : p)));
     log.overflow(std::move(o));
     return true;

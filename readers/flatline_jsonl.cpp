@@ -30,8 +30,7 @@ class JsonlLines : public LineParser {
 std::unique_ptr<LineParser> lines(const std::string& name, Warnings* w) { return std::make_unique<JsonlLines>(name, w); }
 
 std::vector<Record> parse(std::string_view data, const std::string& name, Warnings* w) {
-  JsonlLines p(name, w);
-  return readers::parse_lines(p, data, name, w);
+  return parse_jsonl(data, name, w);
 }
 
 // A record line: an object whose first key is "kind" (how the writer orders it), or one that names a

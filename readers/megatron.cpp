@@ -39,7 +39,7 @@ namespace {
 
 // "iteration      100/  500000" -> 100
 std::optional<int64_t> iteration_of(std::string_view seg) {
-  auto p = seg.find("iteration");
+  auto p = find(seg, "iteration");
   if (p == std::string_view::npos) return std::nullopt;
   seg.remove_prefix(p + 9);
   auto slash = seg.find('/');
@@ -50,16 +50,16 @@ std::optional<int64_t> iteration_of(std::string_view seg) {
 }
 
 bool is_iteration_line(std::string_view line) {
-  auto p = line.find("iteration ");
+  auto p = find(line, "iteration ");
   return p != std::string_view::npos && line.find('|', p) != std::string_view::npos &&
-         line.find('/', p) != std::string_view::npos && line.find("validation") == std::string_view::npos &&
-         (line.find("learning rate") != std::string_view::npos || line.find("consumed samples") != std::string_view::npos ||
-          line.find("elapsed time per iteration") != std::string_view::npos);
+         line.find('/', p) != std::string_view::npos && find(line, "validation") == std::string_view::npos &&
+         (find(line, "learning rate") != std::string_view::npos || find(line, "consumed samples") != std::string_view::npos ||
+          find(line, "elapsed time per iteration") != std::string_view::npos);
 }
 
 // "validation loss at iteration 1000 | lm loss value: 2.345678E+00 | lm loss PPL: 1.043E+01 |"
 bool validation_line(TextLog& log, std::string_view line) {
-  auto p = line.find("validation loss at iteration ");
+  auto p = find(line, "validation loss at iteration ");
   if (p == std::string_view::npos) return false;
   std::string_view rest = line.substr(p + 29);
   auto step = parse_integer(rest.substr(0, rest.find_first_of(" |")));
@@ -78,8 +78,7 @@ bool validation_line(TextLog& log, std::string_view line) {
 }  // namespace
 
 bool megatron_line(TextLog& log, std::string_view line) {
-  if (validation_line(log, line)) return true;
-  if (!is_iteration_line(line)) return false;
+  if (!is_iteration_line(line)) return validation_line(log, line);
   Warnings* w = log.warnings();
   const std::string& where = log.where();
   Record r;
@@ -139,7 +138,7 @@ bool has_megatron_lines(std::string_view head) {
   while (pos < head.size()) {
     size_t nl = head.find('\n', pos);
     std::string_view l = head.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    if (is_iteration_line(l) && iteration_of(l.substr(l.find("iteration"))).has_value()) return true;
+    if (is_iteration_line(l) && iteration_of(l.substr(find(l, "iteration"))).has_value()) return true;
     if (nl == std::string_view::npos) break;
     pos = nl + 1;
   }
@@ -153,10 +152,10 @@ namespace {
 // Iteration lines: certain. Megatron's start-up banner without an iteration line yet: likely.
 Sniff sniff(std::string_view head) {
   if (readers::has_megatron_lines(head)) return Sniff::sure;
-  if (head.find("------------------------ arguments ------------------------") != std::string_view::npos ||
-      head.find("> building GPT model") != std::string_view::npos ||
-      (head.find("using world size:") != std::string_view::npos &&
-       head.find("tensor-model-parallel size") != std::string_view::npos))
+  if (readers::find(head, "------------------------ arguments ------------------------") != std::string_view::npos ||
+      readers::find(head, "> building GPT model") != std::string_view::npos ||
+      (readers::find(head, "using world size:") != std::string_view::npos &&
+       readers::find(head, "tensor-model-parallel size") != std::string_view::npos))
     return Sniff::likely;
   return Sniff::no;
 }

@@ -18,6 +18,7 @@
 
 #include "readers/registry.h"
 #include "readers/text_util.h"
+#include "telemetry/jsonl.h"
 
 namespace flatline {
 namespace fs = std::filesystem;
@@ -29,16 +30,6 @@ std::deque<ReaderDef>& storage() {
   return r;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ReadError(path + ": cannot open: " + std::strerror(errno));
-  std::string s;
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (!ec) s.reserve(static_cast<size_t>(size));
-  s.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return s;
-}
 
 bool hinted(const ReaderDef& r, const std::string& file_name) {
   for (const auto& g : r.name_hints)
@@ -257,23 +248,54 @@ LogFiles locate_log(const std::string& path, const std::string& format) {
   return {format, ls.front().files};
 }
 
-std::vector<Record> merge_by_time(const std::vector<std::vector<Record>>& files) {
+std::vector<Record> merge_by_time(std::vector<std::vector<Record>> files) {
+  // Each record's key: its t, or the last t before it in its file.
+  std::vector<std::vector<double>> keys(files.size());
+  bool sorted = true;
+  size_t total = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    double last = -std::numeric_limits<double>::infinity();
+    keys[f].reserve(files[f].size());
+    for (const Record& r : files[f]) {
+      if (std::isfinite(r.t)) last = r.t;
+      sorted &= keys[f].empty() || keys[f].back() <= last;
+      keys[f].push_back(last);
+    }
+    total += files[f].size();
+  }
+  std::vector<Record> out;
+  out.reserve(total);
+  if (sorted) {
+    // Every file in time order (the telemetry's t never goes back): a k-way merge, the lowest file
+    // index first on ties (what a stable sort of the concatenation gives).
+    std::vector<size_t> at(files.size(), 0);
+    auto later = [&](size_t a, size_t b) {
+      const double ka = keys[a][at[a]], kb = keys[b][at[b]];
+      return ka != kb ? ka > kb : a > b;
+    };
+    std::vector<size_t> heap;
+    for (size_t f = 0; f < files.size(); ++f)
+      if (!files[f].empty()) heap.push_back(f);
+    std::make_heap(heap.begin(), heap.end(), later);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const size_t f = heap.back();
+      out.push_back(std::move(files[f][at[f]]));
+      if (++at[f] < files[f].size()) std::push_heap(heap.begin(), heap.end(), later);
+      else heap.pop_back();
+    }
+    return out;
+  }
   struct Key {
     double t;
     size_t file, idx;
   };
-  std::vector<Key> keys;
-  for (size_t f = 0; f < files.size(); ++f) {
-    double last = -std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < files[f].size(); ++i) {
-      if (std::isfinite(files[f][i].t)) last = files[f][i].t;
-      keys.push_back({last, f, i});
-    }
-  }
-  std::stable_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) { return a.t < b.t; });
-  std::vector<Record> out;
-  out.reserve(keys.size());
-  for (const auto& k : keys) out.push_back(files[k.file][k.idx]);
+  std::vector<Key> all;
+  all.reserve(total);
+  for (size_t f = 0; f < files.size(); ++f)
+    for (size_t i = 0; i < files[f].size(); ++i) all.push_back({keys[f][i], f, i});
+  std::stable_sort(all.begin(), all.end(), [](const Key& a, const Key& b) { return a.t < b.t; });
+  for (const auto& k : all) out.push_back(std::move(files[k.file][k.idx]));
   return out;
 }
 
@@ -306,9 +328,12 @@ void assemble(LogData& d, std::vector<std::vector<Record>>& per_file) {
   }
   if (r.records_name_rank || ranks.size() > 1) {
     d.world_size = std::max<int>(r.records_name_rank ? static_cast<int>(per_file.size()) : 0, max_rank + 1);
-    d.records = merge_by_time(per_file);
+    d.records = merge_by_time(std::move(per_file));
+  } else if (per_file.size() == 1) {
+    d.records = std::move(per_file[0]);
   } else {
-    for (auto& v : per_file) d.records.insert(d.records.end(), v.begin(), v.end());
+    for (auto& v : per_file)
+      d.records.insert(d.records.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
   }
 }
 
@@ -334,7 +359,7 @@ LogData read_log(const std::string& path, const std::string& format) {
     for (const auto& f : l.files) {
       ++tried;
       try {
-        const std::string data = read_file(f);
+        const std::string data = readers::read_file(f);
         // A file read as part of a layout keeps that layout's format once the first file settled it,
         // so that a directory's rank files do not end up read by two readers.
         const std::string want = format != "auto" ? format : (d.format != "auto" ? d.format : "auto");
@@ -357,5 +382,166 @@ LogData read_log(const std::string& path, const std::string& format) {
   if (tried == 1) throw ReadError(last_error);
   throw ReadError(path + ": nothing usable (" + last_error + ")");
 }
+
+// --- LogStream ---------------------------------------------------------------------------------------
+
+namespace {
+constexpr size_t kStreamBudget = size_t{256} << 20;  // bytes of chunks over all files
+constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 1 << 20;
+}  // namespace
+
+struct LogStream::Impl {
+  std::string format;
+  std::vector<std::string> files;
+  int world_size = 0;
+  Warnings warnings;
+  int64_t handed = 0;
+  // held in memory
+  LogData whole;
+  size_t at = 0;
+  // streamed rank files
+  struct Cursor {
+    std::unique_ptr<JsonlReader> reader;
+    std::vector<Record> batch;
+    size_t i = 0;
+    double key = -std::numeric_limits<double>::infinity();
+    std::optional<int64_t> named;  // the rank in the file's name
+    int64_t other = 0;
+    int other_rank = -1;
+    bool any = false;
+  };
+  std::vector<Cursor> cursors;
+  std::vector<size_t> heap;
+  bool streamed = false, done = false;
+
+  // The cursor's current record's key (its t, or the last t before it in its file).
+  double key_of(Cursor& c) {
+    const double t = c.batch[c.i].t;
+    if (std::isfinite(t)) c.key = std::max(c.key, t);
+    return c.key;
+  }
+  bool refill(Cursor& c) {
+    while (c.i >= c.batch.size()) {
+      c.i = 0;
+      try {
+        if (!c.reader->next(c.batch, &warnings)) return false;
+      } catch (const std::exception& e) {
+        warnings.push_back(e.what());
+        return false;
+      }
+    }
+    return true;
+  }
+  bool later(size_t a, size_t b) const {
+    const double ka = cursors[a].key, kb = cursors[b].key;
+    return ka != kb ? ka > kb : a > b;
+  }
+  void finish() {
+    done = true;
+    for (size_t f = 0; f < cursors.size(); ++f) {
+      const Cursor& c = cursors[f];
+      if (c.other)
+        warnings.push_back(fmt::format("{}: {} record(s) of rank {} in the file of rank {} (kept with the rank they name)",
+                                       files[f], c.other, c.other_rank, *c.named));
+    }
+  }
+};
+
+LogStream::LogStream(const std::string& path, const std::string& format) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  LogFiles lf = locate_log(path, format);
+  // Stream only flatline rank files of a directory; everything else is read whole.
+  bool stream = false;
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && !lf.files.empty()) {
+    std::string head;
+    if (std::FILE* f = std::fopen(lf.files.front().c_str(), "rb")) {
+      head.resize(64 << 10);
+      head.resize(std::fread(head.data(), 1, head.size(), f));
+      std::fclose(f);
+    }
+    const std::string fmt_name = format != "auto" ? format : (head.empty() ? "auto" : detect_format(lf.files.front(), head));
+    stream = fmt_name != "auto" && reader_named(fmt_name).records_name_rank && lf.files.size() > 1;
+    if (stream) m.format = fmt_name;
+  }
+  if (!stream) {
+    m.whole = read_log(path, format);
+    m.format = m.whole.format;
+    m.files = m.whole.files;
+    m.world_size = m.whole.world_size;
+    m.warnings = m.whole.warnings;
+    return;
+  }
+  m.streamed = true;
+  const size_t chunk = std::clamp(kStreamBudget / lf.files.size(), kMinChunk, kMaxChunk);
+  int max_named = -1;
+  for (const auto& f : lf.files) {
+    Impl::Cursor c;
+    try {
+      c.reader = std::make_unique<JsonlReader>(f, chunk);
+    } catch (const std::exception& e) {
+      m.warnings.push_back(e.what());
+      continue;
+    }
+    const std::string n = fs::path(f).stem().string();
+    c.named = n.rfind("rank-", 0) == 0 ? readers::parse_integer(n.substr(5)) : std::nullopt;
+    if (c.named && *c.named < 1 << 20) max_named = std::max<int>(max_named, static_cast<int>(*c.named));
+    m.files.push_back(f);
+    m.cursors.push_back(std::move(c));
+  }
+  m.world_size = std::max<int>(static_cast<int>(m.files.size()), max_named + 1);
+  for (size_t i = 0; i < m.cursors.size(); ++i) {
+    Impl::Cursor& c = m.cursors[i];
+    if (!m.refill(c)) {
+      m.warnings.push_back(m.files[i] + ": no usable records");
+      continue;
+    }
+    m.key_of(c);
+    m.heap.push_back(i);
+  }
+  if (m.heap.empty()) throw ReadError(path + ": nothing usable (" + (m.warnings.empty() ? "" : m.warnings.back()) + ")");
+  auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
+  std::make_heap(m.heap.begin(), m.heap.end(), later);
+}
+
+LogStream::~LogStream() = default;
+
+bool LogStream::next(std::vector<Record>& out, size_t max) {
+  Impl& m = *impl_;
+  out.clear();
+  if (!m.streamed) {
+    const size_t n = std::min(max, m.whole.records.size() - m.at);
+    out.assign(std::make_move_iterator(m.whole.records.begin() + static_cast<long>(m.at)),
+               std::make_move_iterator(m.whole.records.begin() + static_cast<long>(m.at + n)));
+    m.at += n;
+    m.handed += static_cast<int64_t>(n);
+    return n > 0;
+  }
+  auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
+  while (out.size() < max && !m.heap.empty()) {
+    std::pop_heap(m.heap.begin(), m.heap.end(), later);
+    const size_t f = m.heap.back();
+    Impl::Cursor& c = m.cursors[f];
+    Record& r = c.batch[c.i++];
+    if (c.named && r.rank != *c.named) ++c.other, c.other_rank = r.rank;
+    out.push_back(std::move(r));
+    if (m.refill(c)) {
+      m.key_of(c);
+      std::push_heap(m.heap.begin(), m.heap.end(), later);
+    } else {
+      m.heap.pop_back();
+    }
+  }
+  m.handed += static_cast<int64_t>(out.size());
+  if (m.heap.empty() && !m.done) m.finish();
+  return !out.empty();
+}
+
+const std::string& LogStream::format() const { return impl_->format; }
+const std::vector<std::string>& LogStream::files() const { return impl_->files; }
+int LogStream::world_size() const { return impl_->world_size; }
+const Warnings& LogStream::warnings() const { return impl_->warnings; }
+int64_t LogStream::records() const { return impl_->handed; }
+bool LogStream::streaming() const { return impl_->streamed; }
 
 }  // namespace flatline

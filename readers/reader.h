@@ -99,6 +99,32 @@ struct LogData {
 // format tried and why each refused.
 LogData read_log(const std::string& path, const std::string& format = "auto");
 
+// A log read as a stream of records in recorded order, for diagnose and replay of runs too large
+// to hold: flatline rank files (a 1024-rank run) are read a chunk at a time and merged by t as they
+// are consumed (memory: the chunks, ~256 MiB whatever the run's size; each file is assumed in time
+// order, as the harness writes it: a record whose t goes back stays in its file's order). Any other
+// format is read whole by read_log and handed out from memory. Throws ReadError as read_log does.
+#define FLATLINE_READERS_LOGSTREAM 1  // (for bench/bench_readers.cpp, which also builds against older trees)
+class LogStream {
+ public:
+  explicit LogStream(const std::string& path, const std::string& format = "auto");
+  ~LogStream();
+  LogStream(const LogStream&) = delete;
+  LogStream& operator=(const LogStream&) = delete;
+  // Replaces `out` with up to `max` next records; false when there are none left.
+  bool next(std::vector<Record>& out, size_t max = 16384);
+  const std::string& format() const;
+  const std::vector<std::string>& files() const;
+  int world_size() const;
+  const Warnings& warnings() const;  // complete once next() has returned false
+  int64_t records() const;           // handed out so far
+  bool streaming() const;            // read as consumed (not held in memory)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // The files read_log would read for `path` under `format` ("auto": the first layout that has files),
 // with the reader's name when forced or known from the layout ("auto" otherwise). Throws ReadError
 // when there are none. For --follow, which re-reads them as they grow.
@@ -114,8 +140,8 @@ std::vector<Record> parse_log_bytes(std::string_view data, const std::string& pa
                                     Warnings* w, std::string* used = nullptr);
 
 // Merges records of several files (ranks) by t, stable: a record without t sorts with the record
-// before it in its own file; ties keep file order.
-std::vector<Record> merge_by_time(const std::vector<std::vector<Record>>& files);
+// before it in its own file; ties keep file order. The records are moved out of `files`.
+std::vector<Record> merge_by_time(std::vector<std::vector<Record>> files);
 
 // The rank a file's path names, for formats that do not carry one: a directory or file name
 // "rank<N>", "rank_<N>", "rank-<N>" (torch.distributed users' per-rank log dirs). -1 if none.

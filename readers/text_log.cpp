@@ -18,7 +18,7 @@ constexpr int64_t kMaxSynthetic = 100000;  // skipped steps rebuilt from one ris
 constexpr size_t kMaxDetail = 400;         // characters of a failure line kept as an event's detail
 constexpr size_t kMergeBack = 64;          // emitted records searched for a late report of their step
 
-bool has(std::string_view s, std::string_view x) { return s.find(x) != std::string_view::npos; }
+bool has(std::string_view s, std::string_view x) { return contains(s, x); }
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -41,7 +41,7 @@ std::string_view strip_host(std::string_view l) {
 // "[default0]:" (role + local rank).
 std::string_view strip_torchrun(std::string_view l) {
   if (l.size() < 4 || l[0] != '[') return l;
-  size_t close = l.find("]:");
+  size_t close = find(l, "]:");
   if (close == std::string_view::npos || close > 24) return l;
   std::string_view tag = l.substr(1, close - 1);
   size_t d = tag.find_first_of("0123456789");
@@ -79,7 +79,7 @@ std::optional<double> bare_timestamp(std::string_view s) {
 }  // namespace
 
 std::optional<double> number_after(std::string_view s, std::string_view key) {
-  auto p = s.find(key);
+  auto p = find(s, key);
   if (p == std::string_view::npos) return std::nullopt;
   s.remove_prefix(p + key.size());
   while (!s.empty() && (s.front() == '[' || s.front() == '(' || s.front() == ' ')) s.remove_prefix(1);
@@ -89,15 +89,17 @@ std::optional<double> number_after(std::string_view s, std::string_view key) {
 
 TextLog::TextLog(std::string name, Warnings* w) : name_(std::move(name)), w_(w) {}
 
+std::string TextLog::where() const { return at_line(name_, line_no_); }
+
 std::string_view TextLog::begin_line(size_t line_no, std::string_view line) {
-  where_ = at_line(name_, line_no);
+  line_no_ = line_no;
   t_ = std::nan("");
   line = strip_torchrun(strip_host(line));
   std::optional<double> ts = parse_leading_timestamp(line);
   std::string_view body = trim(line);
   if (!ts) ts = bare_timestamp(body);  // Python logging's default "2024-01-01 12:00:00,123 - ..."
   if (!ts)
-    if (auto p = line.find("datetime: "); p != std::string_view::npos) ts = bare_timestamp(line.substr(p + 10));
+    if (auto p = find(line, "datetime: "); p != std::string_view::npos) ts = bare_timestamp(line.substr(p + 10));
   if (!ts && year_ > 0 && body.size() > 21 && (body[0] == '[' || std::isupper(static_cast<unsigned char>(body[0])))) {
     // glog (c10's LOG(ERROR)): "[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629]" or "E1218 20:27:21.4264 ..."
     std::string_view g = body[0] == '[' ? body.substr(1) : body;
@@ -158,12 +160,12 @@ void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_
   auto last = last_by_src_.find(s);
   if (last != last_by_src_.end()) {
     if (S == last->second) {
-      if (w_) w_->push_back(fmt::format("{}: duplicate step {} (rank 0), dropped", where_, S));
+      if (w_) w_->push_back(fmt::format("{}: duplicate step {} (rank 0), dropped", where(), S));
       return;
     }
     if (S < last->second) {
       if (w_)
-        w_->push_back(fmt::format("{}: step {} after step {} (rank 0): out of order or a restart, kept", where_, S,
+        w_->push_back(fmt::format("{}: step {} after step {} (rank 0): out of order or a restart, kept", where(), S,
                                   last->second));
       close_through(INT64_MAX);  // what was pending belongs before the restart
     }
@@ -194,7 +196,7 @@ void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_
   Pending& p = it->second;
   if (fresh) {
     p.rec = fields;
-    p.where = where_;
+    p.line_no = line_no_;
     p.overflows = std::move(overflows_);
     overflows_.clear();
   } else {
@@ -286,7 +288,7 @@ void TextLog::emit(Pending& p) {
   if (ovs.empty() && p.ds_total && last_ds_total_ && *p.ds_total > *last_ds_total_) {
     int64_t k = std::min(*p.ds_total - *last_ds_total_, n);
     if (k > kMaxSynthetic) {  // a corrupt counter must not make millions of records
-      if (w_) w_->push_back(fmt::format("{}: skipped= rose by {}; only {} skipped steps rebuilt", p.where, k, kMaxSynthetic));
+      if (w_) w_->push_back(fmt::format("{}: skipped= rose by {}; only {} skipped steps rebuilt", at_line(name_, p.line_no), k, kMaxSynthetic));
       k = kMaxSynthetic;
     }
     for (int64_t i = 0; i < k; ++i) {
@@ -311,7 +313,7 @@ void TextLog::emit(Pending& p) {
   } else {
     if (static_cast<int64_t>(ovs.size()) > n) {
       if (w_)
-        w_->push_back(fmt::format("{}: {} overflow lines for the {} step(s) since step {}; the oldest are ignored", p.where,
+        w_->push_back(fmt::format("{}: {} overflow lines for the {} step(s) since step {}; the oldest are ignored", at_line(name_, p.line_no),
                                   ovs.size(), n, prev));
       ovs.erase(ovs.begin(), ovs.end() - n);
     }
@@ -448,7 +450,7 @@ std::vector<std::pair<std::string, std::string>> python_dict(std::string_view s)
 // The step a tqdm bar shows: "... 60/600 [00:20<03:00, ...]" (the last one on the line).
 std::optional<int64_t> tqdm_step(std::string_view l) {
   std::optional<int64_t> best;
-  for (size_t p = l.find(" ["); p != std::string_view::npos; p = l.find(" [", p + 2)) {
+  for (size_t p = find(l, " ["); p != std::string_view::npos; p = find(l, " [", p + 2)) {
     size_t slash = l.rfind('/', p);
     if (slash == std::string_view::npos || slash == 0) continue;
     size_t b = slash;

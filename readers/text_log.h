@@ -69,7 +69,7 @@ class TextLog {
   // Per line, before the readers look at it: strips launcher prefixes (pdsh's "worker-0: ",
   // torchrun's "[rank0]:" / "[default0]:"), reads its timestamp. Returns the rest of the line.
   std::string_view begin_line(size_t line_no, std::string_view line);
-  const std::string& where() const { return where_; }
+  std::string where() const;  // "file:line" of the current line (made on demand: most lines never warn)
   // This line's time on the log's clock (NaN when it has none); records carry it, and drain() makes
   // it relative to the origin.
   double t() const { return t_; }
@@ -112,14 +112,15 @@ class TextLog {
     int top = -1;  // most detailed source that reported it
     std::optional<int64_t> ds_total, meg_skipped;
     std::vector<Overflow> overflows;  // printed before this step's first report, after the previous one
-    std::string where;
+    size_t line_no = 0;               // of its first report
   };
   void close_through(int64_t step);
   void emit(Pending& p);
   void emit_overflows(std::vector<Overflow>& ovs, int64_t first_step, std::optional<double> lr);
   Record applied(const Pending& p, int64_t step);
 
-  std::string name_, where_;
+  std::string name_;
+  size_t line_no_ = 0;
   Warnings* w_;
   double t_ = std::nan("");
   std::optional<double> first_ts_, latest_ts_, first_progress_t_, origin_, anchor_;

@@ -3,7 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -60,6 +65,31 @@ std::string_view first_line(std::string_view head) {
     pos = nl + 1;
   }
   return {};
+}
+
+size_t find(std::string_view s, std::string_view x, size_t from) {
+  if (from > s.size()) return std::string_view::npos;
+  if (x.empty()) return from;
+  const void* p = ::memmem(s.data() + from, s.size() - from, x.data(), x.size());
+  return p ? static_cast<size_t>(static_cast<const char*>(p) - s.data()) : std::string_view::npos;
+}
+
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw ReadError(path + ": cannot open: " + std::strerror(errno));
+  std::string s;
+  char buf[1 << 16];
+  struct stat st;
+  if (::fstat(::fileno(f), &st) == 0 && st.st_size > 0) s.reserve(static_cast<size_t>(st.st_size));
+  for (;;) {
+    const size_t got = std::fread(buf, 1, sizeof buf, f);
+    s.append(buf, got);
+    if (got < sizeof buf) break;
+  }
+  const bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) throw ReadError(path + ": read failed: " + std::strerror(errno));
+  return s;
 }
 
 std::string_view trim(std::string_view s) {

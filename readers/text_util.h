@@ -30,6 +30,14 @@ std::vector<Record> parse_lines(LineParser& p, std::string_view data, const std:
 std::string_view first_line(std::string_view head);
 
 std::string_view trim(std::string_view s);
+
+// Substring search with glibc's memmem (two-way, far faster than string_view::find on long lines of
+// frequent first characters); npos when absent.
+size_t find(std::string_view s, std::string_view x, size_t from = 0);
+inline bool contains(std::string_view s, std::string_view x) { return find(s, x) != std::string_view::npos; }
+
+// A whole file's bytes; ReadError naming it when it cannot be opened or read.
+std::string read_file(const std::string& path);
 // The whole of `s` (trimmed) as a number; nan/NaN/inf/Infinity/-Infinity accepted. nullopt otherwise.
 std::optional<double> parse_number(std::string_view s);
 // A whole number; also accepts "100.0". nullopt on anything else (or beyond +-9e15).

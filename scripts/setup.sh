@@ -7,7 +7,7 @@ pkgs=(cmake ninja-build g++ pkg-config
       libtorch-dev libgloo-dev libopenblas0-openmp
       libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev zlib1g-dev
       googletest libgtest-dev libgmock-dev libbenchmark-dev
-      protobuf-compiler libprotobuf-dev libcsv-dev gnuplot-nox tmux chromium
+      protobuf-compiler libprotobuf-dev libcsv-dev libsimdjson-dev gnuplot-nox tmux chromium
       fortunes dataset-fashion-mnist python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
