@@ -141,7 +141,7 @@ std::vector<Record> table_to_records(const CsvTable& t, const TableSpec& spec, c
   std::optional<double> t0;
   int64_t last_step_index = -1;  // index in `out` of the last step record
   for (const CsvRow& row : t.rows) {
-    const std::string where = at_line(name, row.line);
+    const std::string where = spec.where ? spec.where(row.line) : at_line(name, row.line);
     std::optional<int64_t> step;
     int best = 1 << 30;
     for (size_t j = 0; j < n; ++j)

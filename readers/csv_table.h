@@ -37,6 +37,8 @@ struct TableSpec {
   std::string t_epoch_column;             // Unix seconds ("_timestamp"), made relative; "" = none
   // Maps a header name to the metric name to look up ("" drops the column).
   std::function<std::string(const std::string&)> rename;
+  // Where a row is, for messages: default "name:line" (CsvRow::line); a binary log gives byte offsets.
+  std::function<std::string(size_t)> where;
 };
 
 // One step record per step (consecutive rows of the same step are merged when they set different

@@ -366,6 +366,8 @@ LogData read_log(const std::string& path, const std::string& format) {
         std::string used;
         auto recs = parse_log_bytes(data, f, want, &d.warnings, &used);
         if (d.format == "auto") d.format = used;
+        if (const ReaderDef& rd = reader_named(used); rd.facts)
+          d.facts.planned_steps = std::max(d.facts.planned_steps, rd.facts(data).planned_steps);
         d.files.push_back(f);
         per_file.push_back(std::move(recs));
       } catch (const ReadError& e) {
@@ -394,6 +396,7 @@ struct LogStream::Impl {
   std::string format;
   std::vector<std::string> files;
   int world_size = 0;
+  LogFacts facts;
   Warnings warnings;
   int64_t handed = 0;
   // held in memory
@@ -469,6 +472,7 @@ LogStream::LogStream(const std::string& path, const std::string& format) : impl_
     m.format = m.whole.format;
     m.files = m.whole.files;
     m.world_size = m.whole.world_size;
+    m.facts = m.whole.facts;
     m.warnings = m.whole.warnings;
     return;
   }
@@ -540,6 +544,7 @@ bool LogStream::next(std::vector<Record>& out, size_t max) {
 const std::string& LogStream::format() const { return impl_->format; }
 const std::vector<std::string>& LogStream::files() const { return impl_->files; }
 int LogStream::world_size() const { return impl_->world_size; }
+const LogFacts& LogStream::facts() const { return impl_->facts; }
 const Warnings& LogStream::warnings() const { return impl_->warnings; }
 int64_t LogStream::records() const { return impl_->handed; }
 bool LogStream::streaming() const { return impl_->streamed; }

@@ -44,6 +44,11 @@ class LineParser {
 };
 using LineParserFactory = std::unique_ptr<LineParser> (*)(const std::string& name, Warnings* w);
 
+// What a log says about the run beyond its records (detectors/detector.h DetectorConfig).
+struct LogFacts {
+  int64_t planned_steps = 0;  // the step the run is planned to end at (HF max_steps, Megatron train_iters); 0 unknown
+};
+
 // How sure a sniffer is that the first bytes of a file are its format. Detection goes by content
 // first; a file-name hint only breaks ties and adds candidates the content did not rule out.
 enum class Sniff { no = 0, maybe = 1, likely = 2, sure = 3 };
@@ -54,6 +59,7 @@ struct ReaderDef {
   std::vector<std::string> name_hints;  // file-name globs ("trainer_state.json", "*.jsonl", "*tfevents*")
   Sniff (*sniff)(std::string_view head) = nullptr;  // head: the first kSniffBytes of the file
   ParseFn parse = nullptr;
+  LogFacts (*facts)(std::string_view data) = nullptr;  // optional: what the file says about the run
   // The files of this format inside a directory, in reading order (nullptr: the directory's regular
   // files whose names match name_hints, sorted). E.g. HF's newest checkpoint-N/trainer_state.json.
   std::vector<std::string> (*locate)(const std::string& dir) = nullptr;
@@ -90,6 +96,7 @@ struct LogData {
   std::vector<Record> records;
   Warnings warnings;
   int world_size = 0;  // ranks, where the files say (flatline rank files, rank directories); 0 = infer
+  LogFacts facts;      // the largest each file says
 };
 
 // Reads a file or a directory (a flatline run dir, a dir of rank-*.jsonl, an HF output/checkpoint
@@ -116,6 +123,7 @@ class LogStream {
   const std::string& format() const;
   const std::vector<std::string>& files() const;
   int world_size() const;
+  const LogFacts& facts() const;
   const Warnings& warnings() const;  // complete once next() has returned false
   int64_t records() const;           // handed out so far
   bool streaming() const;            // read as consumed (not held in memory)

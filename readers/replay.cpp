@@ -15,9 +15,11 @@ namespace {
 // total is known, else steps seen so far / 5000 (1 for the first 10,000 steps either way).
 class Player {
  public:
-  Player(int world_size, const ReplayOptions& o, int64_t known_steps) : o_(o), known_steps_(known_steps) {
+  Player(int world_size, const LogFacts& facts, const ReplayOptions& o, int64_t known_steps)
+      : o_(o), known_steps_(known_steps) {
     DetectorConfig cfg;
     cfg.world_size = world_size;
+    cfg.planned_steps = facts.planned_steps;
     tri_ = std::make_unique<Triage>(cfg);
     if (o.on_finding) tri_->on_finding(o.on_finding);
     speed_ = o.speed > 0 && std::isfinite(o.speed) ? o.speed : 1.0;
@@ -72,13 +74,13 @@ class Player {
 Diagnosis replay(const LogData& log, const ReplayOptions& o) {
   int64_t n_steps = 0;
   for (const Record& r : log.records) n_steps += r.kind == RecordKind::step;
-  Player p(log.world_size, o, n_steps);
+  Player p(log.world_size, log.facts, o, n_steps);
   for (const Record& r : log.records) p.observe(r);
   return p.finish();
 }
 
 Diagnosis replay(LogStream& log, const ReplayOptions& o) {
-  Player p(log.world_size(), o, -1);
+  Player p(log.world_size(), log.facts(), o, -1);
   std::vector<Record> batch;
   while (log.next(batch))
     for (const Record& r : batch) p.observe(r);

@@ -440,6 +440,8 @@ std::vector<std::pair<std::string, std::string>> python_dict(std::string_view s)
       }
     }
     std::string_view v = trim(s.substr(vs, i - vs));
+    // transformers >= 4.50 prints the values formatted ('2.784', "%.4g"); older ones bare numbers.
+    if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
     if (auto p = v.find('('); p != std::string_view::npos && v.back() == ')') v = trim(v.substr(p + 1, v.size() - p - 2));
     if (auto c = v.find(','); c != std::string_view::npos) v = v.substr(0, c);  // tensor(1.2, device=...)
     out.emplace_back(std::move(key), std::string(v));
@@ -536,16 +538,57 @@ bool root_cause(TextLog& log, std::string_view l) {
 
 }  // namespace
 
+namespace {
+
+// A dict waiting for its step: the tqdm bar redrawn after it names it (ProgressCallback.on_log prints
+// with tqdm.write, which redraws the bar, already advanced to the logged step); a bar that does not
+// advance, or any other line first, leaves it the next step after the last.
+void flush_dict(TextLog& log, std::optional<int64_t> bar) {
+  ConsoleState& c = log.console;
+  if (!c.dict) return;
+  Record r = std::move(*c.dict);
+  c.dict.reset();
+  const int64_t last = log.last_of(Source::console);
+  r.step = bar && *bar > last ? *bar : last + 1;
+  report_console(log, std::move(r));
+}
+
+void on_bar(TextLog& log, int64_t n) {
+  log.console.bar = n;
+  flush_dict(log, n);
+}
+
+}  // namespace
+
+void console_end(TextLog& log) { flush_dict(log, std::nullopt); }
+
+std::optional<Record> failure_event(std::string_view line) {
+  std::string_view t = trim(strip_torchrun(strip_host(line)));
+  if (!dist_failure(t)) return std::nullopt;
+  Record e;
+  e.kind = RecordKind::event;
+  e.name = "error";
+  e.detail = std::string(t.substr(0, kMaxDetail));
+  return e;
+}
+
 bool console_line(TextLog& log, std::string_view line) {
   ConsoleState& c = log.console;
-  // A captured tqdm bar redraws with '\r' inside one line: the segments before the last are bar states.
+  // A captured tqdm bar redraws with '\r' inside one line: each segment is a bar state or a print.
   std::string_view last = line;
   for (size_t p = line.find('\r'); p != std::string_view::npos; p = line.find('\r', p + 1)) {
-    if (auto b = tqdm_step(line.substr(0, p))) c.bar = b;
+    std::string_view seg = line.substr(line.size() - last.size(), p - (line.size() - last.size()));
+    if (auto b = tqdm_step(seg)) on_bar(log, *b);
+    else if (!trim(seg).empty()) console_line(log, seg);
     last = line.substr(p + 1);
   }
   std::string_view t = trim(last);
   if (t.empty()) return true;
+  if (auto b = tqdm_step(t); b && t.find('{') == std::string_view::npos) {
+    on_bar(log, *b);
+    return true;
+  }
+  flush_dict(log, std::nullopt);
   if (root_cause(log, t)) return true;
   if (dist_failure(t)) {
     Record e;
@@ -591,8 +634,12 @@ bool console_line(TextLog& log, std::string_view line) {
       return true;
     }
     if (!any) return true;
-    r.step = step ? *step : (c.bar ? *c.bar : log.last_of(Source::console) + 1);
-    report_console(log, std::move(r));
+    if (step) {
+      r.step = *step;
+      report_console(log, std::move(r));
+    } else {
+      c.dict = std::move(r);  // its step comes with the bar's redraw
+    }
     return true;
   }
   // The PyTorch tutorial's print: "[2, 12000] loss: 1.247" (epoch, batch within the epoch).
@@ -615,7 +662,6 @@ bool console_line(TextLog& log, std::string_view line) {
       return true;
     }
   }
-  if (auto b = tqdm_step(t)) c.bar = b;
   const std::string phase = phase_of(t);
   if (phase == "checkpoint" && std::isfinite(log.t())) {
     Record e;
@@ -637,7 +683,10 @@ class TextLines : public LineParser {
     if (!megatron_line(log_, l) && !deepspeed_line(log_, l)) console_line(log_, l);
     log_.drain(out, false);
   }
-  void finish(std::vector<Record>& out) override { log_.drain(out, true); }
+  void finish(std::vector<Record>& out) override {
+    console_end(log_);
+    log_.drain(out, true);
+  }
 
  private:
   TextLog log_;

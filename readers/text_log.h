@@ -59,6 +59,7 @@ struct ConsoleState {
   std::optional<int64_t> bar;                                // the step a tqdm bar last showed
   int64_t epoch_offset = 0, last_epoch = 0, last_batch = 0;  // "[epoch, batch] loss:" prints
   bool in_root_cause = false;                                // inside elastic's failure summary
+  std::optional<Record> dict;  // a printed log dict waiting for the tqdm redraw that names its step
   std::string rc_rank, rc_exit, rc_trace;
 };
 
@@ -146,6 +147,12 @@ class TextLog {
 bool megatron_line(TextLog& log, std::string_view line);
 bool deepspeed_line(TextLog& log, std::string_view line);
 bool console_line(TextLog& log, std::string_view line);
+// The end of the log for console_line (a log dict still waiting for its step).
+void console_end(TextLog& log);
+
+// The `error` event of one console line that is a PyTorch distributed failure (a line captured by
+// another log: W&B's OutputRecord); nullopt for any other line. No step or t set.
+std::optional<Record> failure_event(std::string_view line);
 
 // A LineParser over every line kind, for the three text readers.
 std::unique_ptr<LineParser> text_lines(const std::string& name, Warnings* w);

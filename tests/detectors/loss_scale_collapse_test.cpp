@@ -19,7 +19,7 @@ Spec overflow_streak() {
 
 // --- 1. warm-up ----------------------------------------------------------------------------------
 TEST(LossScaleCollapseDetector, SilentDuringInitialScaleSearch) {
-  for (int n : {3, 10, 16}) {  // 16 halvings: 65536 -> 1, still >= 1
+  for (int n : {3, 10, 12}) {  // 12 halvings: 65536 -> 16, still far above the floor (1)
     Spec sp;
     sp.fp16 = true;
     sp.initial_overflows = n;
@@ -123,19 +123,33 @@ TEST(LossScaleCollapseDetector, FiresOnScaleClampedLow) {
   auto f = run_finding(kCause, sp);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->onset_step, 150);
-  EXPECT_EQ(f->detected_step, 151);
+  // Issue 15: the fall without an overflow is the clamp itself (was detected at 151, by the underflow).
+  EXPECT_EQ(f->detected_step, 150);
+  EXPECT_EQ(f->evidence[0], "loss scale 65536 -> 0.0039 at step 150 with no overflow: the scaler is clamped, 98% of grads zero");
+}
+
+// Issue 15: the initial-search exemption holds only while the scale is far above its floor. A search
+// of 16 halvings (65536 -> 1) was silent before; it fires once the scale is below 16.
+TEST(LossScaleCollapseDetector, InitialSearchDownToTheFloorIsNotExempt) {
+  Spec sp;
+  sp.fp16 = true;
+  sp.initial_overflows = 16;
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 1);
+  EXPECT_EQ(f->detected_step, 14);
   EXPECT_EQ(f->evidence[0],
-            "loss scale 65536 -> 0.0039 since step 150; gradients underflow, 98% of grads zero, grad_norm 0");
+            "loss scale 65536 -> 8 over steps 1..14, 14 steps skipped (initial scale search down to its floor)");
 }
 
 TEST(LossScaleCollapseDetector, FiresOnInitialSearchThatNeverEnds) {
   Spec sp;
   sp.fp16 = true;
-  sp.initial_overflows = 1000;  // every step overflows: the scale reaches 0.5 at step 18
+  sp.initial_overflows = 1000;  // every step overflows: the scale is below 16 (its floor x 16) at step 14
   auto f = run_finding(kCause, sp);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->onset_step, 1);
-  EXPECT_EQ(f->detected_step, 18);
+  EXPECT_EQ(f->detected_step, 14);  // issue 15 (was 18: the exemption held down to a scale of 1)
 
   sp.init_scale = std::ldexp(1.0, 40);  // a huge initial scale: still >= 1 after 30 halvings
   f = run_finding(kCause, sp);

@@ -51,7 +51,7 @@ TEST(BadInput, BinaryJunkFileIsAnUnknownFormat) {
     FAIL();
   } catch (const ReadError& e) {
     EXPECT_EQ(std::string(e.what()),
-              p + ": unknown log format (force one with --format flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard|console)");
+              p + ": unknown log format (force one with --format flatline|hf|megatron|deepspeed|lightning|wandb|wandb-run|tensorboard|console)");
   }
   EXPECT_THROW(read_log(p, "megatron"), ReadError);  // forced: no iteration lines
 }
@@ -200,7 +200,7 @@ TEST(BadInput, UnknownFormatNameIsRejected) {
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown log format 'csv' (expected auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard|console)");
+              "unknown log format 'csv' (expected auto|flatline|hf|megatron|deepspeed|lightning|wandb|wandb-run|tensorboard|console)");
   }
 }
 
