@@ -22,7 +22,8 @@
 //   (c) a scaler at its floor that keeps overflowing: 3 overflows in a row whose scale did not fall
 //       (<= 1, DeepSpeed's and Megatron's default min_loss_scale, or the same attempted scale again:
 //       DeepSpeed's "reducing to" the same value at a configured minimum; hysteresis holds the scale
-//       for at most one overflow), initial search or not: the scaler can do nothing more.
+//       for at most one overflow), initial search or not: the scaler can do nothing more. onset =
+//       the first step of the streak that brought it there.
 //   (d) DeepSpeed's "Current loss scale already at minimum - cannot decrease scale anymore" error
 //       (an `error` event): the run is exiting for it.
 //   (e) a scale that falls without an overflow (the record says overflow = false, the step advanced)
@@ -222,7 +223,7 @@ class LossScaleCollapse : public Detector {
         if (s.floor_n++ == 0) s.floor_first = r.step;
         s.floor_scale = used;
         if (s.floor_n >= kFloorOverflows)
-          fire(r, s, s.floor_first, 0.9,
+          fire(r, s, s.streak > 0 ? s.streak_first : s.floor_first, 0.9,
                {fmt::format("loss scale at its floor ({}) and still overflowing: {} overflows in a row since step {} "
                             "without the scale falling",
                             scale(used), s.floor_n, s.floor_first)});

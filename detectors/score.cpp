@@ -14,11 +14,13 @@ namespace {
 constexpr const char* kHealthy = "healthy";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Rows/columns of the confusion matrix: the checklist in DESIGN.md order, then healthy. Kept here
-// rather than calling checklist_causes() so the scorer does not depend on the detector set.
+// Rows/columns of the confusion matrix: the checklist in DESIGN.md order, the triage's verdict for a
+// flat loss none of them explains (scored like a cause: on a healthy run it is a false alarm), then
+// healthy. Kept here rather than calling checklist_causes() so the scorer does not depend on the
+// detector set.
 const std::vector<std::string>& known_causes() {
   static const std::vector<std::string> c = {"run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse",
-                                             "zero_grad_rank", kHealthy};
+                                             "zero_grad_rank", "unexplained_plateau", kHealthy};
   return c;
 }
 

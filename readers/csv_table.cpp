@@ -112,6 +112,9 @@ std::vector<std::string> header_columns(std::string_view head) {
     else cur += c;
   }
   cols.push_back(std::string(trim(cur)));
+  // A header names columns: a log line with a comma in it (a timestamp's milliseconds) is not one.
+  for (const auto& c : cols)
+    if (c.find_first_of("[]{}") != std::string::npos || c.size() > 200) return {};
   return cols;
 }
 

@@ -138,7 +138,10 @@ bool has_megatron_lines(std::string_view head) {
   while (pos < head.size()) {
     size_t nl = head.find('\n', pos);
     std::string_view l = head.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    if (is_iteration_line(l) && iteration_of(l.substr(find(l, "iteration"))).has_value()) return true;
+    if (is_iteration_line(l)) {
+      std::string_view seg = l.substr(find(l, "iteration "));
+      if (iteration_of(seg.substr(0, seg.find('|'))).has_value()) return true;
+    }
     if (nl == std::string_view::npos) break;
     pos = nl + 1;
   }
@@ -148,6 +151,28 @@ bool has_megatron_lines(std::string_view head) {
 }  // namespace readers
 
 namespace {
+
+// The run is planned to end at train_iters: "iteration N/ TOTAL" of the first iteration line.
+LogFacts facts(std::string_view data) {
+  LogFacts f;
+  size_t pos = 0;
+  while (pos < data.size()) {
+    size_t nl = data.find('\n', pos);
+    std::string_view l = data.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    if (readers::is_iteration_line(l)) {
+      std::string_view seg = l.substr(readers::find(l, "iteration "));
+      seg = seg.substr(0, seg.find('|'));
+      const auto slash = seg.find('/');
+      if (auto total = slash == std::string_view::npos ? std::nullopt : readers::parse_integer(seg.substr(slash + 1));
+          total && *total > 0)
+        f.planned_steps = *total;
+      return f;
+    }
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  return f;
+}
 
 // Iteration lines: certain. Megatron's start-up banner without an iteration line yet: likely.
 Sniff sniff(std::string_view head) {
@@ -167,6 +192,7 @@ ReaderDef def() {
   d.name_hints = {"*.log", "*.txt", "*.out"};
   d.sniff = sniff;
   d.parse = readers::parse_text_log;
+  d.facts = facts;
   d.lines = readers::text_lines;
   d.priority = 30;
   return d;

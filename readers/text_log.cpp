@@ -93,6 +93,7 @@ std::string TextLog::where() const { return at_line(name_, line_no_); }
 
 std::string_view TextLog::begin_line(size_t line_no, std::string_view line) {
   line_no_ = line_no;
+  touched_ = -1;
   t_ = std::nan("");
   line = strip_torchrun(strip_host(line));
   std::optional<double> ts = parse_leading_timestamp(line);
@@ -150,6 +151,7 @@ void TextLog::overflow(Overflow o) {
 void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_skipped) {
   const int s = static_cast<int>(src);
   const int64_t S = fields.step;
+  touched_ = S;
   // the trailing-gap bookkeeping: progress resets it
   if (std::isfinite(fields.t)) {
     last_progress_t_ = fields.t;
@@ -356,18 +358,23 @@ void TextLog::drain(std::vector<Record>& out, bool final) {
       ready_.push_back(std::move(h));
     }
   }
-  if (ready_.empty()) return;
+  // Hold back the trailing records of the step this line reported (see the header).
+  size_t n = ready_.size();
+  if (!final && touched_ >= 0)
+    while (n > 0 && ready_[n - 1].step == touched_) --n;
+  if (n == 0) return;
   if (!origin_) {
     // The first progress line's time; before any, the first timestamp; without a clock, 0 (t is
     // then Megatron's running sum, or unknown) and later timestamps cannot be placed on it.
     origin_ = first_progress_t_ && first_ts_ ? *first_progress_t_ : first_ts_ ? *first_ts_ : 0.0;
     if (!first_ts_) clock_off_ = true;
   }
-  for (auto& r : ready_) {
+  for (size_t i = 0; i < n; ++i) {
+    Record& r = ready_[i];
     if (std::isfinite(r.t)) r.t -= *origin_;
     out.push_back(std::move(r));
   }
-  ready_.clear();
+  ready_.erase(ready_.begin(), ready_.begin() + static_cast<long>(n));
 }
 
 // --- PyTorch's distributed failure lines and the console prints of training scripts ----------------
@@ -562,6 +569,12 @@ void on_bar(TextLog& log, int64_t n) {
 
 void console_end(TextLog& log) { flush_dict(log, std::nullopt); }
 
+void console_before(TextLog& log, std::string_view line) {
+  // A waiting dict takes its step from a bar drawn right after it; any other line comes too late.
+  if (log.console.dict && !tqdm_step(line.substr(0, line.find('\r'))) && line.find('\r') == std::string_view::npos)
+    flush_dict(log, std::nullopt);
+}
+
 std::optional<Record> failure_event(std::string_view line) {
   std::string_view t = trim(strip_torchrun(strip_host(line)));
   if (!dist_failure(t)) return std::nullopt;
@@ -634,8 +647,8 @@ bool console_line(TextLog& log, std::string_view line) {
       return true;
     }
     if (!any) return true;
-    if (step) {
-      r.step = *step;
+    if (step || log.saw(Source::ds_progress)) {  // a framework's step lines place it: no need to wait
+      if (step) r.step = *step;
       report_console(log, std::move(r));
     } else {
       c.dict = std::move(r);  // its step comes with the bar's redraw
@@ -680,6 +693,7 @@ class TextLines : public LineParser {
   TextLines(const std::string& name, Warnings* w) : log_(name, w) {}
   void line(size_t line_no, std::string_view line, std::vector<Record>& out) override {
     std::string_view l = log_.begin_line(line_no, line);
+    console_before(log_, l);
     if (!megatron_line(log_, l) && !deepspeed_line(log_, l)) console_line(log_, l);
     log_.drain(out, false);
   }

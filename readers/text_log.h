@@ -102,7 +102,10 @@ class TextLog {
   // Megatron's elapsed time per iteration, for t when the log has no timestamps.
   void elapsed(double seconds) { elapsed_sum_ += seconds; }
 
-  // Moves the records completed so far to `out`; final: the log ended (flushes everything).
+  // Moves the records completed so far to `out`; final: the log ended (flushes everything). The
+  // records of the step the current line reported stay until the next line: the writers of one
+  // iteration print one after another (DeepSpeed's step line, its pipeline loss, Megatron's line,
+  // the script's dict), and a later one may still add to them.
   void drain(std::vector<Record>& out, bool final);
 
   Warnings* warnings() const { return w_; }
@@ -135,7 +138,7 @@ class TextLog {
   std::map<int, int64_t> last_by_src_;
   std::optional<double> scale_;
   int top_ = -1;
-  int64_t last_reported_ = 0, last_closed_ = 0;
+  int64_t last_reported_ = 0, last_closed_ = 0, touched_ = -1;  // touched_: the step this line reported
   bool applied_seen_ = false, any_closed_ = false;
   // trailing gap
   double last_progress_t_ = std::nan(""), last_line_t_ = std::nan("");
@@ -147,8 +150,10 @@ class TextLog {
 bool megatron_line(TextLog& log, std::string_view line);
 bool deepspeed_line(TextLog& log, std::string_view line);
 bool console_line(TextLog& log, std::string_view line);
-// The end of the log for console_line (a log dict still waiting for its step).
+// The end of the log for console_line (a log dict still waiting for its step), and the start of
+// every line (a dict waits only for a bar drawn right after it).
 void console_end(TextLog& log);
+void console_before(TextLog& log, std::string_view line);
 
 // The `error` event of one console line that is a PyTorch distributed failure (a line captured by
 // another log: W&B's OutputRecord); nullopt for any other line. No step or t set.
