@@ -75,18 +75,16 @@ class Frozen {
       s.prev_step = r.step;
     }
   }
-  // The finding, if any: (onset, detected, evidence). The param_norm form needs a flat loss.
-  bool found(bool loss_flat, int64_t& onset, int64_t& detected, std::string& evidence) const {
-    if (found_) {
-      onset = onset_, detected = detected_, evidence = evidence_;
-      return true;
-    }
-    if (found_params_ && loss_flat) {
-      onset = p_onset_, detected = p_detected_, evidence = p_evidence_;
-      return true;
-    }
-    return false;
+  // The finding, if any: (onset, detected, evidence), from the update norm.
+  bool found(int64_t& onset, int64_t& detected, std::string& evidence) const {
+    if (!found_) return false;
+    onset = onset_, detected = detected_, evidence = evidence_;
+    return true;
   }
+  // A parameter norm that did not change (no update_norm logged): evidence for a loss that never
+  // descended, never a verdict of its own (a norm printed with 3 decimals stands still late in a
+  // healthy run).
+  const std::string& still_params() const { return p_evidence_; }
 
  private:
   struct State {
@@ -209,7 +207,7 @@ Diagnosis Triage::diagnosis() const {
                                                                  d.findings.front().cause) != checklist_causes().end();
   int64_t onset = -1, detected = -1;
   std::string frozen;
-  const bool is_frozen = impl_->frozen.found(d.plateau.known && d.plateau.flat, onset, detected, frozen);
+  const bool is_frozen = impl_->frozen.found(onset, detected, frozen);
   if (!checklist_fired && (is_frozen || (d.plateau.known && d.plateau.never_descended))) {
     // The flat loss is real and none of the five causes explains it (triage.h).
     Finding u;
@@ -224,6 +222,7 @@ Diagnosis Triage::diagnosis() const {
                                        d.plateau.detail, d.plateau.first_step));
     }
     if (auto k = ln_k(d.plateau); !k.empty()) u.evidence.push_back(k);
+    if (!is_frozen && !impl_->frozen.still_params().empty()) u.evidence.push_back(impl_->frozen.still_params());
     if (is_frozen && d.plateau.known && d.plateau.never_descended)
       u.evidence.push_back("the loss never descended: " + d.plateau.detail);
     std::string missing;

@@ -10,10 +10,11 @@
 // unexplained_plateau (issue 15): no checklist cause fired, and either
 //   (1) the loss never descended (PlateauStatus::never_descended: flat from its first values), or
 //   (2) the parameters do not move while lr and the gradients are not zero: update_norm == 0 (or
-//       < 1e-9 x param_norm) on 3 consecutive applied steps with lr > 0 and grad_norm > 0, or, when
-//       update_norm is not logged, param_norm identical on 10 consecutive such steps with the loss
-//       flat: the optimizer is not updating the model it trains (TrainCheck's flat-loss case;
-//       huggingface/accelerate#2665, an FSDP optimizer holding the pre-wrap parameters).
+//       < 1e-9 x param_norm) on 3 consecutive applied steps with lr > 0 and grad_norm > 0: the
+//       optimizer is not updating the model it trains (TrainCheck's flat-loss case;
+//       huggingface/accelerate#2665, an FSDP optimizer holding the pre-wrap parameters). Without
+//       update_norm, a param_norm identical on 10 such steps is evidence for (1), not a verdict (a
+//       norm printed with 3 decimals stands still late in a healthy run).
 //   The evidence names a loss equal to ln K (within min(0.02, 0.25 / K), K <= 1000, with a standard
 //   error no larger than that: a uniform predictor over K classes), and lists the checks that could
 //   not run with what to log for them. A loss that descended and then flattened with every runnable

@@ -41,6 +41,9 @@ class LineParser {
   virtual ~LineParser() = default;
   virtual void line(size_t line_no, std::string_view line, std::vector<Record>& out) = 0;
   virtual void finish(std::vector<Record>& out) {}
+  // No new line for a while (a poll found the file quiet): records held back for lines that usually
+  // follow at once (readers/text_log.h) are as complete as they will get.
+  virtual void idle(std::vector<Record>& out) {}
 };
 using LineParserFactory = std::unique_ptr<LineParser> (*)(const std::string& name, Warnings* w);
 

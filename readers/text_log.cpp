@@ -701,6 +701,7 @@ class TextLines : public LineParser {
     console_end(log_);
     log_.drain(out, true);
   }
+  void idle(std::vector<Record>& out) override { log_.release(out); }
 
  private:
   TextLog log_;

@@ -107,6 +107,11 @@ class TextLog {
   // iteration print one after another (DeepSpeed's step line, its pipeline loss, Megatron's line,
   // the script's dict), and a later one may still add to them.
   void drain(std::vector<Record>& out, bool final);
+  // The log is quiet: hand out what drain() held back for the current line's step.
+  void release(std::vector<Record>& out) {
+    touched_ = -1;
+    drain(out, false);
+  }
 
   Warnings* warnings() const { return w_; }
 

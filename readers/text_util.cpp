@@ -18,6 +18,16 @@ namespace flatline::readers {
 std::string at_line(const std::string& name, size_t line) { return fmt::format("{}:{}", name, line); }
 std::string at_byte(const std::string& name, uint64_t off) { return fmt::format("{}: byte {}", name, off); }
 
+bool clean_line(std::string_view& line, const std::string& name, size_t line_no, Warnings* w) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  for (unsigned char c : line)
+    if (c < 0x20 && c != '\t' && c != 0x1b && c != '\r') {  // '\r' inside: a tqdm bar's redraws
+      if (w) w->push_back(fmt::format("{}: binary data ({} bytes), line skipped", at_line(name, line_no), line.size()));
+      return false;
+    }
+  return !trim(line).empty();
+}
+
 void for_each_line(std::string_view data, const std::string& name, Warnings* w,
                    const std::function<void(size_t, std::string_view)>& fn) {
   size_t pos = 0, line_no = 0;
@@ -32,18 +42,7 @@ void for_each_line(std::string_view data, const std::string& name, Warnings* w,
     }
     std::string_view line = data.substr(pos, nl - pos);
     pos = nl + 1;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    bool junk = false;
-    for (unsigned char c : line)
-      if (c < 0x20 && c != '\t' && c != 0x1b && c != '\r') {  // '\r' inside: a tqdm bar's redraws
-        junk = true;
-        break;
-      }
-    if (junk) {
-      if (w) w->push_back(fmt::format("{}: binary data ({} bytes), line skipped", at_line(name, line_no), line.size()));
-      continue;
-    }
-    if (trim(line).empty()) continue;
+    if (!clean_line(line, name, line_no, w)) continue;
     fn(line_no, line);
   }
 }

@@ -31,6 +31,10 @@ std::string_view first_line(std::string_view head);
 
 std::string_view trim(std::string_view s);
 
+// for_each_line's rule for one complete line (without its '\n'): strips a trailing '\r'; false (and a
+// warning) for binary junk, false for a blank line.
+bool clean_line(std::string_view& line, const std::string& name, size_t line_no, Warnings* w);
+
 // Substring search with glibc's memmem (two-way, far faster than string_view::find on long lines of
 // frequent first characters); npos when absent.
 size_t find(std::string_view s, std::string_view x, size_t from = 0);
