@@ -15,14 +15,21 @@
 #include <map>
 #include <string>
 #include <vector>
+#include <chrono>
+#include <thread>
+#include <atomic>
 
 #include "faults/scenario.h"
 #include "readers/reader.h"
+#if __has_include("readers/follow.h")
+#include "readers/follow.h"
+#endif
 #include "readers/tensorboard.pb.h"
 #include "readers/tfrecord.h"
 #include "sim/simulate/simulator.h"
 #include "sim/simulate/sinks.h"
 #include "telemetry/jsonl.h"
+#include "detectors/triage.h"
 
 namespace {
 using namespace flatline;
@@ -201,6 +208,64 @@ std::string tensorboard_events(int64_t n) {
 }
 void BM_ReadTensorBoard(benchmark::State& st) { bench_file(st, "tb/events.out.tfevents.1.bench", tensorboard_events); }
 BENCHMARK(BM_ReadTensorBoard)->Arg(20000)->Unit(benchmark::kMillisecond);
+
+#ifdef FLATLINE_READERS_FOLLOW
+// --follow's latency, from a line written to its finding: a Megatron log (tests/data/logs/megatron
+// lr_zero.log) written up to the line before the one that completes lr_zero (iteration 410); a
+// writer thread appends and flushes that line at a random moment of the polling cycle, while the
+// follower polls every `poll` ms (0: back to back) and feeds the Triage; the time reported is from
+// the write to the finding (manual time). The default `diagnose --follow` polls every 200 ms.
+void BM_FollowLatency(benchmark::State& st) {
+  const std::string src = std::string(FLATLINE_SOURCE_DIR) + "/tests/data/logs/megatron/lr_zero.log";
+  std::ifstream in(src);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l + "\n");
+  size_t trigger = 0;
+  while (trigger < lines.size() && lines[trigger].find("iteration      410/") == std::string::npos) ++trigger;
+  const auto poll = std::chrono::microseconds(st.range(0) * 1000);
+  const std::string path = tmp() + "/follow.log";
+  uint64_t seed = 12345;
+  for (auto _ : st) {
+    std::filesystem::remove(path);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    for (size_t i = 0; i < trigger; ++i) std::fputs(lines[i].c_str(), f);
+    std::fflush(f);
+    Follower follower(path);
+    Triage tri;
+    std::atomic<bool> fired{false};
+    tri.on_finding([&](const Finding&) { fired = true; });
+    std::vector<Record> recs;
+    follower.poll(recs);
+    for (const auto& r : recs) tri.observe(r);
+    recs.clear();
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto delay = std::chrono::microseconds(poll.count() ? (seed >> 33) % static_cast<uint64_t>(poll.count()) : 0);
+    std::chrono::steady_clock::time_point written;
+    std::thread w([&] {
+      std::this_thread::sleep_for(delay);
+      std::fputs(lines[trigger].c_str(), f);
+      std::fflush(f);
+      written = std::chrono::steady_clock::now();
+    });
+    bool joined = false;
+    while (!fired) {
+      if (poll.count()) std::this_thread::sleep_for(poll);
+      if (!joined && poll.count() == 0) {  // back to back: poll once the line is there
+        w.join();
+        joined = true;
+      }
+      follower.poll(recs);
+      for (const auto& r : recs) tri.observe(r);
+      recs.clear();
+    }
+    const auto done = std::chrono::steady_clock::now();
+    if (!joined) w.join();
+    st.SetIterationTime(std::chrono::duration<double>(done - written).count());
+    std::fclose(f);
+  }
+}
+BENCHMARK(BM_FollowLatency)->Arg(0)->Arg(200)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(40);
+#endif
 
 }  // namespace
 

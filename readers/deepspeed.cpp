@@ -84,8 +84,8 @@ bool overflow_line(TextLog& log, std::string_view line) {
 }  // namespace
 
 bool deepspeed_line(TextLog& log, std::string_view line) {
-  if (overflow_line(log, line)) return true;
   Warnings* w = log.warnings();
+  // Progress lines first: most of a DeepSpeed log.
   if (has(line, "step=") && has(line, "skipped=")) {
     auto s = number_after(line, "step=");
     auto k = number_after(line, "skipped=");
@@ -116,7 +116,7 @@ bool deepspeed_line(TextLog& log, std::string_view line) {
     log.report(Source::ds_pipe, std::move(r));
     return true;
   }
-  return false;
+  return overflow_line(log, line);
 }
 
 bool has_deepspeed_lines(std::string_view head) {

@@ -19,6 +19,7 @@
 // Errors: a file that cannot be read is a warning, and reading goes on; nothing here throws on a
 // file's content (the readers' ReadError for a whole file that is not usable yet is a warning).
 #pragma once
+#define FLATLINE_READERS_FOLLOW 1  // (for bench/bench_readers.cpp, which also builds against older trees)
 #include <memory>
 #include <string>
 #include <vector>

@@ -50,6 +50,7 @@ std::optional<int64_t> iteration_of(std::string_view seg) {
 }
 
 bool is_iteration_line(std::string_view line) {
+  if (line.find('|') == std::string_view::npos) return false;  // one memchr rules out most lines
   auto p = find(line, "iteration ");
   return p != std::string_view::npos && line.find('|', p) != std::string_view::npos &&
          line.find('/', p) != std::string_view::npos && find(line, "validation") == std::string_view::npos &&
@@ -78,6 +79,7 @@ bool validation_line(TextLog& log, std::string_view line) {
 }  // namespace
 
 bool megatron_line(TextLog& log, std::string_view line) {
+  if (line.find('|') == std::string_view::npos) return false;  // every Megatron line has fields
   if (!is_iteration_line(line)) return validation_line(log, line);
   Warnings* w = log.warnings();
   const std::string& where = log.where();

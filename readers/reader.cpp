@@ -149,11 +149,21 @@ std::vector<const ReaderDef*> candidates(const std::string& path, std::string_vi
     int sniff, hint;
   };
   std::vector<C> cs;
-  for (const ReaderDef* r : all_readers()) {
-    const int s = r->sniff ? static_cast<int>(r->sniff(head)) : 0;
-    const int h = hinted(*r, name) ? 1 : 0;
-    if (s > 0 || h) cs.push_back({r, s, h});
-  }
+  // The first 64 KiB decide almost every file; only when no sniffer is sure or likely there is the
+  // rest of the head looked at (a Megatron log's argument dump): sniffing is a scan per pattern.
+  auto sniff_all = [&](std::string_view h) {
+    cs.clear();
+    int best = 0;
+    for (const ReaderDef* r : all_readers()) {
+      const int s = r->sniff ? static_cast<int>(r->sniff(h)) : 0;
+      const int hn = hinted(*r, name) ? 1 : 0;
+      if (s > 0 || hn) cs.push_back({r, s, hn});
+      best = std::max(best, s);
+    }
+    return best;
+  };
+  constexpr size_t kFirst = 64 << 10;
+  if (sniff_all(head.substr(0, kFirst)) < static_cast<int>(Sniff::likely) && head.size() > kFirst) sniff_all(head);
   std::stable_sort(cs.begin(), cs.end(), [](const C& a, const C& b) {
     return a.sniff != b.sniff ? a.sniff > b.sniff : a.hint > b.hint;  // then priority (stable)
   });

@@ -360,7 +360,7 @@ void TextLog::drain(std::vector<Record>& out, bool final) {
   }
   // Hold back the trailing records of the step this line reported (see the header).
   size_t n = ready_.size();
-  if (!final && touched_ >= 0)
+  if (!final && touched_ >= 0 && top_ < static_cast<int>(Source::megatron))  // Megatron's line comes last
     while (n > 0 && ready_[n - 1].step == touched_) --n;
   if (n == 0) return;
   if (!origin_) {

@@ -105,7 +105,8 @@ class TextLog {
   // Moves the records completed so far to `out`; final: the log ended (flushes everything). The
   // records of the step the current line reported stay until the next line: the writers of one
   // iteration print one after another (DeepSpeed's step line, its pipeline loss, Megatron's line,
-  // the script's dict), and a later one may still add to them.
+  // the script's dict), and a later one may still add to them; once a Megatron line has been seen,
+  // its line (the most detailed, printed last) completes the step and nothing is held.
   void drain(std::vector<Record>& out, bool final);
   // The log is quiet: hand out what drain() held back for the current line's step.
   void release(std::vector<Record>& out) {

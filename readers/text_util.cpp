@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -49,6 +50,7 @@ void for_each_line(std::string_view data, const std::string& name, Warnings* w,
 
 std::vector<Record> parse_lines(LineParser& p, std::string_view data, const std::string& name, Warnings* w) {
   std::vector<Record> out;
+  out.reserve(data.size() / 160 + 16);  // a record per log line of ~100-400 bytes: few reallocations
   for_each_line(data, name, w, [&](size_t no, std::string_view line) { p.line(no, line, out); });
   p.finish(out);
   return out;
@@ -100,16 +102,34 @@ std::string_view trim(std::string_view s) {
 std::optional<double> parse_number(std::string_view s) {
   s = trim(s);
   if (s.empty() || s.size() > 64) return std::nullopt;
-  std::string t(s);
-  for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (t == "nan" || t == "-nan" || t == "+nan") return std::numeric_limits<double>::quiet_NaN();
-  if (t == "inf" || t == "+inf" || t == "infinity" || t == "+infinity") return std::numeric_limits<double>::infinity();
-  if (t == "-inf" || t == "-infinity") return -std::numeric_limits<double>::infinity();
-  // strtod alone would also take hex floats, "infinity..." and leading spaces: digits only.
-  if (t.find_first_not_of("0123456789+-.e") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size()) return std::nullopt;
+  auto is = [&](std::string_view w) {
+    if (s.size() != w.size()) return false;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(s[i])) != w[i]) return false;
+    return true;
+  };
+  // strtod alone would also take hex floats, "infinity..." and leading spaces: digits only, and
+  // the spellings of nan and inf that JSON writers (Python's, W&B's) use.
+  if (s.find_first_not_of("0123456789+-.eE") != std::string_view::npos) {
+    if (is("nan") || is("-nan") || is("+nan")) return std::numeric_limits<double>::quiet_NaN();
+    if (is("inf") || is("+inf") || is("infinity") || is("+infinity")) return std::numeric_limits<double>::infinity();
+    if (is("-inf") || is("-infinity")) return -std::numeric_limits<double>::infinity();
+    return std::nullopt;
+  }
+  std::string_view t = s;
+  if (t.front() == '+') t.remove_prefix(1);
+  if (t.empty() || t.front() == '+' || t.front() == '-' && t.size() > 1 && t[1] == '+') return std::nullopt;
+  double v = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);  // no allocation, correctly rounded
+  if (r.ec == std::errc::result_out_of_range) {                      // strtod's answer: +-HUGE_VAL or 0
+    char buf[72];
+    std::memcpy(buf, s.data(), s.size());
+    buf[s.size()] = 0;
+    char* end = nullptr;
+    v = std::strtod(buf, &end);
+    return end == buf + s.size() ? std::optional<double>(v) : std::nullopt;
+  }
+  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return std::nullopt;
   return v;
 }
 
