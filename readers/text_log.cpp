@@ -148,6 +148,24 @@ void TextLog::overflow(Overflow o) {
   overflows_.push_back(std::move(o));
 }
 
+namespace {
+
+// A later report of the same step: the fields it has that the record lacks (the first writer's value
+// wins, but a later writer's loss scale may where scale_wins).
+void merge_fields(Record& r, const Record& f, bool scale_wins) {
+  if (!r.lr) r.lr = f.lr;
+  if (!r.loss) r.loss = f.loss;
+  if (!r.grad_norm) r.grad_norm = f.grad_norm;
+  if (!r.param_norm) r.param_norm = f.param_norm;
+  if (!r.samples_seen) r.samples_seen = f.samples_seen;
+  if (!r.step_ms) r.step_ms = f.step_ms;
+  if (f.loss_scale && (scale_wins || !r.loss_scale)) r.loss_scale = f.loss_scale;
+  if (!std::isfinite(r.t)) r.t = f.t;
+  if (!r.epoch) r.epoch = f.epoch;
+}
+
+}  // namespace
+
 void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_skipped) {
   const int s = static_cast<int>(src);
   const int64_t S = fields.step;
@@ -180,14 +198,7 @@ void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_
     for (size_t i = ready_.size(); i-- > lo;) {
       Record& r = ready_[i];
       if (r.kind != RecordKind::step || r.step != S || r.skipped.value_or(false)) continue;
-      if (!r.lr) r.lr = fields.lr;
-      if (!r.loss) r.loss = fields.loss;
-      if (!r.grad_norm) r.grad_norm = fields.grad_norm;
-      if (!r.param_norm) r.param_norm = fields.param_norm;
-      if (!r.samples_seen) r.samples_seen = fields.samples_seen;
-      if (!r.step_ms) r.step_ms = fields.step_ms;
-      if (!r.loss_scale) r.loss_scale = fields.loss_scale;
-      if (!std::isfinite(r.t)) r.t = fields.t;
+      merge_fields(r, fields, /*scale_wins=*/false);
       if (fields.loss_scale) scale_ = fields.loss_scale;
       last_reported_ = std::max(last_reported_, S);
       return;
@@ -202,16 +213,7 @@ void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_
     p.overflows = std::move(overflows_);
     overflows_.clear();
   } else {
-    Record& r = p.rec;
-    if (!r.lr) r.lr = fields.lr;
-    if (!r.loss) r.loss = fields.loss;
-    if (!r.grad_norm) r.grad_norm = fields.grad_norm;
-    if (!r.param_norm) r.param_norm = fields.param_norm;
-    if (!r.samples_seen) r.samples_seen = fields.samples_seen;
-    if (!r.step_ms) r.step_ms = fields.step_ms;
-    if (fields.loss_scale) r.loss_scale = fields.loss_scale;  // the most detailed writer's scale
-    if (!std::isfinite(r.t)) r.t = fields.t;
-    if (!r.epoch) r.epoch = fields.epoch;
+    merge_fields(p.rec, fields, /*scale_wins=*/true);  // the most detailed writer's scale
   }
   if (src == Source::ds_progress) p.ds_total = ds_total_;
   if (megatron_skipped) p.meg_skipped = megatron_skipped;

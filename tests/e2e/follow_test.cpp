@@ -3,6 +3,8 @@
 // until --for and exits 0 with the diagnosis. A job's own watchdog can rely on both.
 #include <gtest/gtest.h>
 
+#include "tests/e2e/sh.h"
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,14 +16,7 @@
 namespace {
 namespace fs = std::filesystem;
 
-std::string sh(const std::string& args, int* status) {
-  FILE* p = popen((std::string(FLATLINE_BIN) + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  *status = WEXITSTATUS(pclose(p));
-  return out;
-}
+using flatline::e2e::sh;
 
 std::string data(const std::string& rel) {
   const char* d = std::getenv("FLATLINE_TEST_DATA");
