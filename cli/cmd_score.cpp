@@ -1,94 +1,308 @@
-// `flatline score [SCENARIO|DIR ...] [--out DIR] [--json FILE] [--junit FILE]`: runs a suite (files, or
-// directories searched for *.yaml; default: the embedded main suite) with a progress line per run,
-// then prints the scoreboard. Exit status: 0 when every scenario's `expect` is met, 1 otherwise.
+// `flatline score [SCENARIO|DIR|RUN_DIR|CORPUS ...] [--detector NAME=COMMAND]... [--out DIR] [--json FILE]
+// [--junit FILE] [--realtime] [--speed X] [--formats LIST] [--gate NAMES]`: scores the built-in detector
+// suite, and every external detector given (docs/DETECTORS.md), side by side on a suite.
+// Inputs: scenario files, directories searched for *.yaml (default: the embedded main suite) — these
+// are trained now, each run recorded under --out, which becomes a corpus (telemetry/corpus.h); a
+// recorded run directory (manifest.json) or a corpus (corpus.json) — replayed, nothing trained.
+// Exit status: 0 every gated detector met every expectation; 1 below the bar (an expectation missed);
+// 2 usage, scenario or corpus error (nothing scored); 3 harness failure (a run failed other than by
+// its injected fault, or could not be run); 4 a gated detector failed (crash, hang, garbage, flood,
+// unread stdin) on some run. When several apply: 3, then 4, then 1.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "cli/command.h"
 #include "cli/embedded.h"
 #include "cli/launch.h"
-#include "detectors/score.h"
+#include "cli/reenact.h"
+#include "detectors/scoreboard.h"
+#include "readers/replay.h"
+#include "telemetry/corpus.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline::cli {
 namespace {
 namespace fs = std::filesystem;
 
+constexpr int kExitBelowBar = 1, kExitUsage = 2, kExitHarness = 3, kExitDetector = 4;
+
 struct Args {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, detectors, formats, gate;
   std::string out = "runs", json, junit;
+  PlacementArgs placement;
+  bool realtime = false;
+  double speed = 0;
+  double stall_s = FeedLimits{}.stall_s, exit_s = FeedLimits{}.exit_s;
 };
 
+// One thing to score: a scenario to train, or a recorded run directory to replay.
 struct Input {
-  std::string source, text;
+  std::string source, text;  // scenario: where from, its YAML
+  std::string recorded;      // recorded run directory ("" = train)
+  std::string corpus;        // the corpus it belongs to, if any
 };
 
-std::vector<Input> collect(const std::vector<std::string>& args) {
+bool is_run_dir(const fs::path& p) { return fs::is_regular_file(p / "manifest.json") && fs::is_directory(p / "telemetry"); }
+
+std::vector<Input> collect(const std::vector<std::string>& args, std::vector<CorpusRun>& verified) {
   std::vector<Input> out;
   if (args.empty()) {
-    for (const auto& [name, text] : embedded_scenarios()) out.push_back({"<embedded>/" + name, text});
+    for (const auto& [name, text] : embedded_scenarios()) out.push_back({"<embedded>/" + name, text, "", ""});
     return out;
   }
   for (const auto& a : args) {
     if (!fs::is_directory(a)) {
-      out.push_back({a, read_text_file(a)});
+      out.push_back({a, read_text_file(a), "", ""});
+      continue;
+    }
+    if (is_corpus(a)) {  // every file re-hashed against corpus.json before anything is scored
+      Corpus c = read_corpus(a);
+      for (const auto& r : c.runs) {
+        out.push_back({(fs::path(a) / r.name).string(), "", (fs::path(a) / r.name).string(), a});
+        verified.push_back(r);
+      }
+      continue;
+    }
+    if (is_run_dir(a)) {
+      out.push_back({a, "", a, ""});
       continue;
     }
     std::vector<std::string> files;
-    for (const auto& e : fs::recursive_directory_iterator(a))
+    std::set<std::string> runs;
+    for (const auto& e : fs::recursive_directory_iterator(a)) {
+      if (e.is_directory() && is_run_dir(e.path())) runs.insert(e.path().string());
       if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") files.push_back(e.path().string());
+    }
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) out.push_back({f, read_text_file(f)});
+    for (const auto& r : runs) out.push_back({r, "", r, ""});  // recorded runs are replayed, never retrained
+    for (const auto& f : files)
+      if (!runs.count(fs::path(f).parent_path().string())) out.push_back({f, read_text_file(f), "", ""});
   }
   return out;
 }
 
-int score(const Args& a) {
-  auto ins = collect(a.inputs);
-  if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");
-  std::vector<Scenario> scenarios;
-  std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
-  for (const auto& in : ins) {
-    scenarios.push_back(load_scenario_text(in.text, in.source));  // fail fast
-    auto [it, fresh] = names.emplace(scenarios.back().name, in.source);
-    if (!fresh)
-      throw ScenarioError(in.source + ": scenario name '" + it->first + "' is also used by " + it->second +
-                          " (each run needs its own directory)");
-  }
-  std::vector<RunScore> runs;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const Scenario& s = scenarios[i];
-    std::cout << fmt::format("[{}/{}] {} ({} ranks, {} steps) ... ", i + 1, ins.size(), s.name, s.world_size,
-                             s.steps)
-              << std::flush;
-    LaunchOptions o;
-    o.run_dir = a.out + "/" + s.name;
-    o.self_exe = self_exe();
-    o.live_print = false;
-    LaunchResult r = launch_run(s, ins[i].text, o);
-    runs.push_back(score_run(r.manifest, r.diagnosis));
-    const auto& rs = runs.back();
-    std::cout << fmt::format("{} -> {} ({:.0f} s)\n", rs.diagnosis.cause,
-                             rs.expect_met ? "ok" : "EXPECT NOT MET: " + rs.expect_detail, r.manifest.wall_s)
-              << std::flush;
-  }
-  SuiteScore suite = score_suite(runs);
-  std::cout << "\n" << render_table(suite);
-  if (!a.json.empty()) std::ofstream(a.json) << to_json(suite) << "\n";
-  if (!a.junit.empty()) std::ofstream(a.junit) << to_junit(suite);
-  return suite.expect_failures == 0 ? 0 : 1;
+std::vector<std::string> split_list(const std::vector<std::string>& v) {
+  std::vector<std::string> out;
+  for (const auto& s : v)
+    for (size_t a = 0; a <= s.size();) {
+      size_t b = s.find(',', a);
+      if (b == std::string::npos) b = s.size();
+      if (b > a) out.push_back(s.substr(a, b - a));
+      a = b + 1;
+    }
+  return out;
 }
 
-FLATLINE_COMMAND("score", "run a suite of scenarios and print the scoreboard", [](CLI::App& sub) {
+std::string said(const DetectorRunScore& r) {
+  if (!r.error.empty()) return "detector error";
+  if (!r.alarmed) return "healthy";
+  return r.cause.diagnosis.cause;
+}
+
+int score(const Args& a) {
+  // --- everything is checked before anything runs (exit 2) ---
+  std::vector<ExternalDetectorSpec> dets;
+  try {
+    for (const auto& d : a.detectors) {
+      dets.push_back(parse_detector_spec(d));
+      if (dets.back().name == kBuiltinDetector)
+        throw std::invalid_argument(std::string("--detector: the name '") + kBuiltinDetector +
+                                    "' is the built-in suite's; choose another");
+    }
+    std::set<std::string> names;
+    for (const auto& d : dets)
+      if (!names.insert(d.name).second) throw std::invalid_argument("--detector: two detectors named '" + d.name + "'");
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  const auto formats = split_list(a.formats);
+  for (const auto& f : formats)
+    if (!is_format_name(f)) {
+      std::cerr << "error: --formats: unknown format '" << f << "' (expected " << format_names() << ")\n";
+      return kExitUsage;
+    }
+  std::set<std::string> gate;
+  for (const auto& g : split_list(a.gate)) {
+    if (g != kBuiltinDetector && std::none_of(dets.begin(), dets.end(), [&](const auto& d) { return d.name == g; })) {
+      std::cerr << "error: --gate: no detector named '" << g << "'\n";
+      return kExitUsage;
+    }
+    gate.insert(g);
+  }
+  std::vector<CorpusRun> hashed;
+  std::vector<Input> ins;
+  try {
+    ins = collect(a.inputs, hashed);
+  } catch (const CorpusError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");
+  std::vector<Scenario> scenarios(ins.size());
+  std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!ins[i].recorded.empty()) continue;
+    scenarios[i] = load_scenario_text(ins[i].text, ins[i].source);  // fail fast
+    a.placement.apply(scenarios[i]);
+    auto [it, fresh] = names.emplace(scenarios[i].name, ins[i].source);
+    if (!fresh)
+      throw ScenarioError(ins[i].source + ": scenario name '" + it->first + "' is also used by " + it->second +
+                          " (each run needs its own directory)");
+  }
+
+  FeedLimits limits;
+  limits.stall_s = a.stall_s;
+  limits.exit_s = a.exit_s;
+  const bool paced = a.realtime || a.speed > 0;
+  const double speed = a.speed > 0 ? a.speed : 1.0;
+  const std::string scratch = (fs::temp_directory_path() / fmt::format("flatline-score-{}", ::getpid())).string();
+
+  std::vector<Manifest> manifests;
+  std::vector<std::vector<DetectorRunScore>> rows;
+  std::vector<std::string> trained, harness_failures, corpora;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const Input& in = ins[i];
+    Manifest m;
+    Diagnosis builtin;
+    std::vector<ExternalOutcome> outcomes;
+    const auto t_start = std::chrono::steady_clock::now();
+    try {
+      if (in.recorded.empty()) {
+        const Scenario& s = scenarios[i];
+        std::cout << fmt::format("[{}/{}] {} ({} ranks, {} steps) ... ", i + 1, ins.size(), s.name, s.world_size, s.steps)
+                  << std::flush;
+        LaunchOptions o;
+        o.run_dir = a.out + "/" + s.name;
+        o.self_exe = self_exe();
+        o.live_print = false;
+        o.device = a.placement.device;
+        o.process_group = a.placement.process_group;
+        o.detectors = dets;
+        o.detector_limits = limits;
+        o.formats = formats;
+        o.detector_env = format_env(o.run_dir, merged_formats(s, formats));
+        LaunchResult r = launch_run(s, in.text, o);
+        m = r.manifest;
+        builtin = r.diagnosis;
+        outcomes = r.detector_outcomes;
+        trained.push_back(s.name);
+      } else {
+        m = read_manifest(in.recorded + "/manifest.json");
+        std::cout << fmt::format("[{}/{}] {} (recorded, {} ranks, {} steps) ... ", i + 1, ins.size(), m.scenario,
+                                 m.world_size, m.steps)
+                  << std::flush;
+        LogData log = read_log(in.recorded, "flatline");
+        builtin = replay(log);
+        if (!dets.empty()) {
+          Reenactment re(scratch, m, dets, formats_of(in.recorded, formats), in.recorded);
+          FeedOptions fo;
+          fo.mode = paced ? FeedMode::paced : FeedMode::unpaced;
+          fo.world_size = m.world_size;
+          fo.limits = limits;
+          fo.run_dirs = re.run_dirs();
+          fo.run_envs = re.envs();
+          fo.on_release = [&re](size_t d, const Record& r) { re.write(d, r); };
+          outcomes = feed_recorded(log.records, dets, fo, speed);
+        }
+        if (!in.corpus.empty() && std::find(corpora.begin(), corpora.end(), in.corpus) == corpora.end())
+          corpora.push_back(in.corpus);
+        if (in.corpus.empty()) hashed.push_back(hash_run(fs::path(in.recorded).parent_path().string(),
+                                                         fs::path(in.recorded).filename().string()));
+      }
+    } catch (const ScenarioError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::cout << "HARNESS FAILURE: " << e.what() << "\n" << std::flush;
+      harness_failures.push_back(in.source + ": " + e.what());
+      continue;
+    }
+    std::vector<DetectorRunScore> row = {score_builtin_run(m, builtin)};
+    for (const auto& o : outcomes) row.push_back(score_external_run(m, o));
+    if (m.status == "failed" && m.expect_cause != "run_not_alive")
+      harness_failures.push_back(m.scenario + ": " + (m.error.empty() ? "run failed" : m.error));
+    std::string line;
+    for (const auto& r : row)
+      line += fmt::format("{}{}: {} -> {}", line.empty() ? "" : "; ", r.detector, said(r),
+                          r.expect_met ? "ok" : "EXPECT NOT MET: " + r.expect_detail);
+    const double secs = in.recorded.empty()
+                            ? m.wall_s
+                            : std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    std::cout << fmt::format("{} ({:.{}f} s)\n", dets.empty() ? line.substr(line.find(": ") + 2) : line, secs,
+                             in.recorded.empty() ? 0 : 2)
+              << std::flush;
+    manifests.push_back(std::move(m));
+    rows.push_back(std::move(row));
+  }
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+
+  Scoreboard board = make_scoreboard(std::move(manifests), std::move(rows));
+  if (!trained.empty()) {  // what this invocation recorded is a corpus
+    Corpus c = make_corpus(a.out, trained);
+    write_corpus(c, a.out);
+    hashed.insert(hashed.end(), c.runs.begin(), c.runs.end());
+    corpora.push_back(a.out);
+  }
+  if (!hashed.empty()) {
+    board.corpus_id = corpus_id(hashed);
+    for (const auto& c : corpora) board.corpus_dir += (board.corpus_dir.empty() ? "" : " + ") + c;
+    if (board.corpus_dir.empty()) board.corpus_dir = "recorded runs";
+  }
+  std::cout << "\n" << render_scoreboard(board);
+  if (!a.json.empty()) std::ofstream(a.json) << to_json(board) << "\n";
+  if (!a.junit.empty()) std::ofstream(a.junit) << to_junit(board);
+
+  // --- the exit status ---
+  int missed = 0, errors = 0;
+  for (const auto& row : board.runs)
+    for (const auto& r : row) {
+      if (!gate.empty() && !gate.count(r.detector)) continue;
+      errors += !r.error.empty();
+      missed += !r.expect_met && r.error.empty();
+    }
+  for (const auto& h : harness_failures) std::cout << "harness failure: " << h << "\n";
+  if (errors) std::cout << fmt::format("{} run(s) scored 'detector error' (see above)\n", errors);
+  if (!harness_failures.empty()) return kExitHarness;
+  if (errors) return kExitDetector;
+  return missed ? kExitBelowBar : 0;
+}
+
+FLATLINE_COMMAND("score", "score the built-in detectors, and external ones, on a suite or a recorded corpus", [](CLI::App& sub) {
   auto a = std::make_shared<Args>();
-  sub.add_option("scenarios", a->inputs, "scenario files or directories (default: the embedded main suite)");
-  sub.add_option("--out", a->out, "parent directory of the run directories (default runs/)");
+  sub.add_option("inputs", a->inputs,
+                 "scenario files or directories (trained now; default: the embedded main suite), recorded run "
+                 "directories or corpora (replayed)");
+  sub.add_option("--detector", a->detectors,
+                 "NAME=COMMAND: an external detector, started through /bin/sh -c for every run with "
+                 "FLATLINE_RUN_DIR and FLATLINE_WORLD_SIZE set; telemetry JSONL on its stdin, alarms "
+                 "({\"cause\", \"rank\", \"evidence\"}, each optional) on its stdout (docs/DETECTORS.md). Repeatable");
+  sub.add_option("--out", a->out, "where trained runs are recorded, as a corpus (default runs/)");
   sub.add_option("--json", a->json, "also write the scoreboard as JSON");
-  sub.add_option("--junit", a->junit, "also write JUnit XML");
+  a->placement.add(sub);
+  sub.add_option("--junit", a->junit, "also write JUnit XML (one testcase per scenario x detector)");
+  sub.add_flag("--realtime", a->realtime, "replays: pace the records by their recorded time (default: as fast as each detector reads)");
+  sub.add_option("--speed", a->speed, "replays: X times faster than recorded (implies --realtime)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--formats", a->formats,
+                 "also write foreign-format logs, live, for file-reading detectors: " + format_names() +
+                     " (comma-separated; adds to the scenario's `formats`)");
+  sub.add_option("--gate", a->gate, "detectors whose results decide the exit status (comma-separated; default: all)");
+  sub.add_option("--detector-stall-s", a->stall_s, "a detector that reads nothing this long while records wait is an error")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--detector-exit-s", a->exit_s, "a detector that has not exited this long after its stdin closed is an error")
+      ->check(CLI::PositiveNumber);
+  sub.footer(
+      "Exit status: 0 every gated detector met every expectation; 1 an expectation missed; 2 usage, scenario or "
+      "corpus error; 3 harness failure; 4 a gated detector failed on some run (3, then 4, then 1 when several apply).");
   return [a] { return score(*a); };
 });
 

@@ -7,6 +7,10 @@
 #include <functional>
 #include <string>
 
+namespace flatline {
+struct Scenario;
+}
+
 namespace flatline::cli {
 
 using Run = std::function<int()>;
@@ -23,6 +27,15 @@ const std::vector<CommandDef>& commands();
 // Helpers shared by the commands.
 std::string self_exe();
 std::string read_text_file(const std::string& path);
+
+// `--device cpu|cuda` and `--process-group auto|gloo|nccl`: override the scenarios' placement
+// (run, score, worker, step-time). apply() throws ScenarioError for a combination that cannot run.
+struct PlacementArgs {
+  std::string device, process_group;
+  void add(CLI::App& sub);
+  bool given() const { return !device.empty() || !process_group.empty(); }
+  void apply(Scenario& s) const;
+};
 
 }  // namespace flatline::cli
 

@@ -18,7 +18,10 @@
 #include <map>
 #include <thread>
 
-#include "faults/fault.h"
+#include "core/ports.h"
+#include "core/protocol.h"
+#include "faults/effects.h"
+#include "sim/build_info.h"
 #include "telemetry/jsonl.h"
 
 namespace flatline {
@@ -26,25 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kExitRestart = 3;
+// The poll loop's period: 50 ms for the built-in detectors (a finding is stamped with its record, not
+// with when it was seen); 10 ms with external detectors attached, whose alarms are stamped on arrival
+// (about two steps of the main suite's 6 ms steps at most; the cost is in bench/README.md).
+constexpr int kPollMs = 50, kPollWithDetectorsMs = 10;
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int free_port() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throw std::runtime_error(std::string("cannot find a free TCP port: ") + std::strerror(errno));
-  int port = ntohs(a.sin_port);
-  close(s);
-  return port;
 }
 
 pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, bool resume) {
@@ -60,21 +51,29 @@ pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, 
     dup2(fd, 2);
     close(fd);
   }
-  setenv("RANK", std::to_string(rank).c_str(), 1);
-  setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-  setenv("WORLD_SIZE", std::to_string(s.world_size).c_str(), 1);
-  setenv("LOCAL_WORLD_SIZE", std::to_string(s.world_size).c_str(), 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-  setenv("FLATLINE_RUN_T0", fmt::format("{:.6f}", t0).c_str(), 1);
-  if (o.threads_per_rank > 0) setenv("FLATLINE_THREADS", std::to_string(o.threads_per_rank).c_str(), 1);
+  setenv(kEnvRank, std::to_string(rank).c_str(), 1);
+  setenv(kEnvLocalRank, std::to_string(rank).c_str(), 1);
+  setenv(kEnvWorldSize, std::to_string(s.world_size).c_str(), 1);
+  setenv(kEnvLocalWorldSize, std::to_string(s.world_size).c_str(), 1);
+  setenv(kEnvMasterAddr, kDefaultMasterAddr, 1);
+  setenv(kEnvMasterPort, std::to_string(port).c_str(), 1);
+  setenv(kEnvRunT0, fmt::format("{:.6f}", t0).c_str(), 1);
+  if (o.threads_per_rank > 0) setenv(kEnvThreads, std::to_string(o.threads_per_rank).c_str(), 1);
   const std::string scen = o.run_dir + "/scenario.yaml";
   std::vector<const char*> argv = {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()};
   if (resume) argv.push_back("--resume");
+  if (!o.device.empty()) argv.insert(argv.end(), {"--device", o.device.c_str()});
+  if (!o.process_group.empty()) argv.insert(argv.end(), {"--process-group", o.process_group.c_str()});
+  std::string formats;
+  for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
+  if (!formats.empty()) {
+    argv.push_back("--formats");
+    argv.push_back(formats.c_str());
+  }
   argv.push_back(nullptr);
   execv(o.self_exe.c_str(), const_cast<char* const*>(argv.data()));
   std::fprintf(stderr, "exec %s failed: %s\n", o.self_exe.c_str(), std::strerror(errno));
-  _exit(127);
+  _exit(kExitExecFailed);
 }
 
 std::string last_lines(const std::string& path, int n) {
@@ -87,20 +86,23 @@ std::string last_lines(const std::string& path, int n) {
   return out;
 }
 
-// Feeds every new record of every rank into the triage (each rank's order preserved).
+// Feeds every new record of every rank into the triage and the onset clock (each rank's order preserved).
 struct LiveFeed {
   std::vector<std::unique_ptr<JsonlTail>> tails;
   std::vector<std::string> warnings;
-  std::vector<Record> all;
+  OnsetClock onsets;
   double last_t = 0;
+  DetectorFeed* detectors = nullptr;  // external detectors, when attached
+  explicit LiveFeed(std::vector<FaultTruth> truths) : onsets(std::move(truths)) {}
   void poll(Triage& tri) {
     for (auto& t : tails) {
       std::vector<Record> batch;
       t->poll(batch, &warnings);
-      for (auto& r : batch) {
+      for (const auto& r : batch) {
         tri.observe(r);
+        if (detectors) detectors->push(r);
+        onsets.observe(r);
         if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
-        all.push_back(std::move(r));
       }
     }
   }
@@ -109,7 +111,7 @@ struct LiveFeed {
 // Runs one phase (start or resume) of all ranks; returns the exit codes, first error.
 std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0, bool resume, Triage& tri,
                            LiveFeed& feed, std::string& first_error) {
-  const int port = free_port();
+  const int port = free_tcp_port();
   std::vector<pid_t> pids;
   for (int r = 0; r < s.world_size; ++r) pids.push_back(spawn_rank(o, s, r, port, t0, resume));
   std::vector<int> codes(pids.size(), -1);
@@ -117,9 +119,10 @@ std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0,
   double kill_at = -1;
   // A rank's failure reaches the others within the collective timeout; past that (plus start-up and
   // checkpoint slack) whoever is left is stuck, so it is killed.
-  const double grace = s.collective_timeout_s + 20;
+  const double grace = s.collective_timeout_s + kKillGraceS;
   while (alive > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (feed.detectors) feed.detectors->pump(wall_now() - t0, kPollWithDetectorsMs);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
     feed.poll(tri);
     for (size_t i = 0; i < pids.size(); ++i) {
       if (codes[i] != -1) continue;
@@ -127,7 +130,7 @@ std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0,
       if (waitpid(pids[i], &st, WNOHANG) != pids[i]) continue;
       codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
       --alive;
-      if (codes[i] != 0 && codes[i] != kExitRestart) {
+      if (codes[i] != kExitOk && codes[i] != kExitRestart) {
         if (first_error.empty())
           first_error = fmt::format("rank {} exited with status {}: {}", i, codes[i],
                                     last_lines(fmt::format("{}/logs/rank-{}.log", o.run_dir, i), 3));
@@ -159,8 +162,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   std::ofstream(o.run_dir + "/scenario.yaml") << yaml_text;
 
   Manifest& m = res.manifest;
-  m = scenario_manifest(s, fmt::format("flatline {}; libtorch (Debian libtorch-dev 1.13); c10d ProcessGroupGloo",
-                                       FLATLINE_VERSION));
+  m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));
   write_manifest(m, o.run_dir + "/manifest.json");
 
   DetectorConfig cfg;
@@ -173,7 +175,20 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
                                f.evidence.empty() ? "" : f.evidence.front())
                 << std::flush;
     });
-  LiveFeed feed;
+  LiveFeed feed(RunPlan(s).truths());
+  std::unique_ptr<DetectorFeed> detectors;
+  if (!o.detectors.empty()) {
+    FeedOptions fo;
+    fo.mode = FeedMode::live;
+    fo.run_dir = o.run_dir;
+    fo.world_size = s.world_size;
+    fo.limits = o.detector_limits;
+    fo.env = o.detector_env;
+    fo.stderr_dir = o.run_dir + "/detectors";
+    fs::create_directories(fo.stderr_dir);
+    detectors = std::make_unique<DetectorFeed>(o.detectors, fo);
+    feed.detectors = detectors.get();
+  }
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
 
@@ -182,26 +197,9 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   if (restart) codes = run_phase(s, o, start, true, tri, feed, res.first_error);
   tri.finish(feed.last_t);
   res.diagnosis = tri.diagnosis();
+  if (detectors) res.detector_outcomes = detectors->finish(wall_now() - start);
 
-  // onset_t: when the onset step was logged on the target rank (or, for a step never logged, when the
-  // step before it was: the moment the faulted step began). A fault that acts at the resume counts
-  // from the re-run of its step by the resumed processes, not from the first run of that step.
-  const auto faults = make_faults(s);
-  for (size_t i = 0; i < m.faults.size(); ++i) {
-    auto& f = m.faults[i];
-    const bool at_resume = faults[i]->truth().at_resume;
-    const int rank = f.rank >= 0 ? f.rank : 0;
-    double at = NAN, before = NAN;
-    bool resumed = false;
-    for (const auto& r : feed.all) {
-      if (r.rank != rank) continue;
-      if (r.kind == RecordKind::event && r.name == "resume") resumed = true;
-      if (r.kind != RecordKind::step || (at_resume && !resumed)) continue;
-      if (r.step == f.onset_step && std::isnan(at)) at = r.t;
-      if (r.step == f.onset_step - 1 && std::isnan(before)) before = r.t;
-    }
-    f.onset_t = std::isnan(at) ? before : at;
-  }
+  for (size_t i = 0; i < m.faults.size(); ++i) m.faults[i].onset_t = feed.onsets.onset_t(i);
   m.status = res.first_error.empty() ? "completed" : "failed";
   m.error = res.first_error;
   m.wall_s = wall_now() - start;
@@ -212,27 +210,6 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
     for (const auto& x : feed.warnings) w << x << "\n";
   }
   return res;
-}
-
-Diagnosis diagnose_run_dir(const std::string& dir, int world_size, std::vector<std::string>* warnings) {
-  std::string tdir = fs::exists(dir + "/telemetry") ? dir + "/telemetry" : dir;
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(tdir))
-    if (e.path().extension() == ".jsonl") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw std::runtime_error(dir + ": no telemetry (*.jsonl) found");
-  DetectorConfig cfg;
-  // Files are read one rank after another: the detectors need the world size to wait for every rank.
-  cfg.world_size = world_size > 0 ? world_size : static_cast<int>(files.size());
-  Triage tri(cfg);
-  double last_t = 0;
-  for (const auto& f : files)
-    for (const auto& r : read_jsonl(f, warnings)) {
-      tri.observe(r);
-      if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
-    }
-  tri.finish(last_t);
-  return tri.diagnosis();
 }
 
 }  // namespace flatline

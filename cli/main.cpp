@@ -6,6 +6,7 @@
 //   flatline worker SCENARIO          one rank (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or SLURM_*):
 //                                     what `run` starts, and what torchrun --no-python / srun start
 //   flatline step-time SCENARIO       median ms per optimizer step of the scenario's model on one rank
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "cli/command.h"
 #include "faults/scenario.h"
+#include "sim/build_info.h"
 
 namespace flatline::cli {
 
@@ -40,6 +42,18 @@ std::string self_exe() {
   return buf;
 }
 
+void PlacementArgs::add(CLI::App& sub) {
+  sub.add_option("--device", device, "train on cpu or cuda (cuda:LOCAL_RANK per rank), whatever the scenario says")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub.add_option("--process-group", process_group,
+                 "auto (NCCL on cuda, Gloo on cpu) | gloo (ranks may share a GPU) | nccl")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+}
+
+void PlacementArgs::apply(Scenario& s) const {
+  if (given()) set_placement(s, device.empty() ? s.device : device, process_group, "--device/--process-group");
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ScenarioError(path + ": cannot open");
@@ -53,6 +67,9 @@ std::string read_text_file(const std::string& path) {
 int main(int argc, char** argv) {
   CLI::App app{"flatline: reproduce a training-loss plateau on demand and score detectors on naming its cause"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] {
+    return fmt::format("flatline {}\n{}\ndevices: {}", FLATLINE_VERSION, flatline::build_info(), flatline::devices_info());
+  });
   std::vector<std::pair<CLI::App*, flatline::cli::Run>> runs;
   auto defs = flatline::cli::commands();
   std::sort(defs.begin(), defs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });

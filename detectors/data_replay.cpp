@@ -1,4 +1,4 @@
-// data_replay (DESIGN.md cause 3): the data repeats (a resumed loader replays its epoch from the
+// data_replay (docs/DESIGN.md §2, cause 3): the data repeats (a resumed loader replays its epoch from the
 // start, sampler state lost, a small cycle of batches).
 //
 // Signal: `batch_hash` of each step record (a hash of the batch's sample ids), per rank.
@@ -46,6 +46,7 @@ class DataReplay : public Detector {
       : gate_(c.world_size, /*exact_positions=*/true),
         per_rank_(std::max(kMinPerRank, kHashBudget / static_cast<size_t>(c.world_size > 0 ? c.world_size : 64))) {}
   const char* cause() const override { return "data_replay"; }
+  bool expensive() const override { return true; }  // a hash table per rank
 
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;

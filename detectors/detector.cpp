@@ -1,4 +1,4 @@
-// The checklist, CheckState names and the detector registry (registry.h). Each cause's detector lives
+// CheckState names and the detector registry (registry.h). Each cause's detector lives
 // in its own file and registers itself; make_detector() looks it up by cause id.
 #include "detectors/detector.h"
 
@@ -16,12 +16,6 @@ std::map<std::string, DetectorFactory>& registry() {
 }
 
 }  // namespace
-
-const std::vector<std::string>& checklist_causes() {
-  static const std::vector<std::string> causes = {"run_not_alive", "lr_zero", "data_replay",
-                                                  "loss_scale_collapse", "zero_grad_rank"};
-  return causes;
-}
 
 const char* to_string(CheckState s) {
   switch (s) {

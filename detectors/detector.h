@@ -1,4 +1,4 @@
-// Detector: a streaming check for one cause of a flat loss (shared/DESIGN.md "The five causes").
+// Detector: a streaming check for one cause of a flat loss (docs/DESIGN.md §2).
 // Plain C++ (no torch). A detector sees telemetry records one at a time, in arrival order: records of
 // one rank arrive in the order that rank wrote them, but ranks interleave arbitrarily (live tailing).
 // Anything a detector decides must therefore depend only on per-rank order, or wait until every rank
@@ -14,12 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "detectors/causes.h"
 #include "telemetry/record.h"
 
 namespace flatline {
-
-// The checklist order (DESIGN.md): run_not_alive, lr_zero, data_replay, loss_scale_collapse, zero_grad_rank.
-const std::vector<std::string>& checklist_causes();
 
 struct Finding {
   std::string cause;
@@ -55,6 +53,9 @@ class Detector {
   virtual void finish(double /*t_end*/) {}
   virtual std::optional<Finding> finding() const = 0;
   virtual CheckResult check() const = 0;
+  // True for a detector that costs about as much as all the others together at fleet scale (per-rank
+  // tables that miss the cache): the triage gives it a thread of its own over large blocks.
+  virtual bool expensive() const { return false; }
 };
 
 std::unique_ptr<Detector> make_detector(const std::string& cause, const DetectorConfig& cfg);

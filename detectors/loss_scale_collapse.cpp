@@ -1,4 +1,4 @@
-// loss_scale_collapse (DESIGN.md cause 4): the fp16 dynamic loss scaler collapsed: repeated overflow
+// loss_scale_collapse (docs/DESIGN.md §2, cause 4): the fp16 dynamic loss scaler collapsed: repeated overflow
 // halved it to tiny values, gradients underflow to 0, steps are skipped.
 //
 // Signal: loss_scale, overflow, skipped, grad_zero_frac, grad_norm of each step record, per rank.

@@ -1,4 +1,4 @@
-// lr_zero (DESIGN.md cause 2): the learning rate has decayed to (near) zero.
+// lr_zero (docs/DESIGN.md §2, cause 2): the learning rate has decayed to (near) zero.
 //
 // Signal: `lr` of each applied step (skipped != true); when lr is not logged, update_norm /
 //   param_norm with grad_norm. Per rank (every rank logs the same lr; each is judged on its own).

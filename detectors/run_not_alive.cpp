@@ -1,4 +1,4 @@
-// run_not_alive (DESIGN.md cause 1): is the step counter still moving?
+// run_not_alive (docs/DESIGN.md §2, cause 1): is the step counter still moving?
 //
 // Signal: per rank, the wall clock t of its step records against its own heartbeats (a watchdog
 //   thread writes them whatever the training does), the heartbeat phase, checkpoint/eval/restart
@@ -16,7 +16,7 @@
 //     onset = detected_step = the stalled step (last completed + 1; the `step` the harness's
 //     watchdog writes on the heartbeat). The brief said detected_step = last completed step, but
 //     the scorer counts a detection before the fault's active_from (= the stalled step) as a false
-//     alarm, and DESIGN.md defines detected_step as the step of the record that fired.
+//     alarm, and docs/DESIGN.md §6 defines detected_step as the step of the record that fired.
 //   stale logging: 3 consecutive step records of one rank with the same `step` while t (and
 //     opt_step, where logged) advance. onset = stuck step + 1; detected_step = the estimated true
 //     step of the 3rd record (stuck step + 2): the logged value is frozen, so reporting it would

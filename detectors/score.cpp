@@ -1,5 +1,5 @@
-// Scoring a diagnosis against a run's manifest, and a suite of runs (shared/DESIGN.md "Diagnosis and
-// scoring"): the per-run verdict, suite aggregates, and three renderings (terminal table, JSON, JUnit).
+// Scoring a diagnosis against a run's manifest, and a suite of runs (docs/DESIGN.md §6): the
+// per-run verdict, suite aggregates, and three renderings (terminal table, JSON, JUnit).
 #include "detectors/score.h"
 
 #include <fmt/format.h>
@@ -14,24 +14,13 @@ namespace {
 constexpr const char* kHealthy = "healthy";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Rows/columns of the confusion matrix: the checklist in DESIGN.md order, the triage's verdict for a
-// flat loss none of them explains (scored like a cause: on a healthy run it is a false alarm), then
-// healthy. Kept here rather than calling checklist_causes() so the scorer does not depend on the
-// detector set.
-const std::vector<std::string>& known_causes() {
-  static const std::vector<std::string> c = {"run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse",
-                                             "zero_grad_rank", "unexplained_plateau", kHealthy};
-  return c;
-}
+// Rows/columns of the confusion matrix: the cause table's order (checklist, fleet findings, healthy).
+const std::vector<std::string>& known_causes() { return cause_ids(); }
 
-bool is_healthy(const std::string& cause) { return cause.empty() || cause == kHealthy; }
+// The rank only matters for a cause that names one, and only when the truth names a rank.
+bool rank_applies(const std::string& cause, int truth_rank) { return names_rank(cause) && truth_rank >= 0; }
 
-// The rank only matters for the one rank-specific cause, and only when the truth names a rank.
-bool rank_applies(const std::string& cause, int truth_rank) { return cause == "zero_grad_rank" && truth_rank >= 0; }
-
-std::string with_rank(const std::string& cause, int rank) {
-  return rank >= 0 && cause == "zero_grad_rank" ? fmt::format("{} rank {}", cause, rank) : cause;
-}
+std::string with_rank(const std::string& cause, int rank) { return cause_with_rank(cause, rank, " rank "); }
 
 std::string expectation(const Manifest& m) {
   std::string who = with_rank(m.expect_cause, m.expect_rank);
@@ -66,9 +55,13 @@ std::string num_or_dash(double v, const char* fmt_spec) {
   return std::isfinite(v) ? fmt::format(fmt::runtime(fmt_spec), v) : "-";
 }
 
+nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
 // Escapes text for XML 1.0. In attributes (attr = true) line breaks and tabs are written as character
 // references so that parsers do not normalise them to spaces.
-std::string xml_escape(const std::string& s, bool attr = true) {
+std::string xml_escape(const std::string& s, bool attr) {
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {
@@ -90,10 +83,6 @@ std::string xml_escape(const std::string& s, bool attr = true) {
   return out;
 }
 
-nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-}  // namespace
-
 RunScore score_run(const Manifest& m, const Diagnosis& d) {
   RunScore r;
   r.scenario = m.scenario;
@@ -103,7 +92,7 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   double onset_t = kNaN;
   if (!m.faults.empty()) {
     const ManifestFault& f = m.faults.front();
-    r.truth_cause = f.kind;
+    r.truth_cause = f.cause_id();
     r.truth_rank = f.rank;
     r.active_from = f.active_from;
     r.onset_step = f.onset_step;
@@ -132,7 +121,7 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   // --- the scenario's expectation ---
   const std::string got = diag_healthy ? std::string(kHealthy)
                                        : fmt::format("{} at step {}", with_rank(d.cause, d.rank), d.detected_step);
-  if (m.status == "failed" && m.expect_cause != "run_not_alive") {
+  if (m.status == "failed" && !m.failure_expected()) {
     r.expect_met = false;
     r.expect_detail = fmt::format("run failed ({}): {}", expectation(m), m.error.empty() ? "no error recorded" : m.error);
   } else if (r.false_alarm) {
@@ -204,6 +193,26 @@ SuiteScore score_suite(std::vector<RunScore> runs) {
   return s;
 }
 
+std::vector<std::string> confusion_labels(const SuiteScore& s, bool every_checklist_cause) {
+  auto occurs = [&](const std::string& c) {
+    if (s.confusion.count(c)) return true;
+    for (const auto& [t, row] : s.confusion)
+      if (row.count(c)) return true;
+    return false;
+  };
+  std::vector<std::string> out;
+  for (const Cause& c : cause_table())
+    if (occurs(c.id) || (every_checklist_cause && c.kind != CauseKind::fleet)) out.push_back(c.id);
+  auto add_unknown = [&](const std::string& c) {
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  for (const auto& [t, row] : s.confusion) {
+    add_unknown(t);
+    for (const auto& [d, k] : row) add_unknown(d);
+  }
+  return out;
+}
+
 std::string render_table(const SuiteScore& s) {
   std::string out;
   auto w = std::back_inserter(out);
@@ -264,23 +273,8 @@ std::string render_table(const SuiteScore& s) {
     }
   }
 
-  // --- confusion matrix: the causes that occur, checklist order then healthy, then any others ---
-  std::vector<std::string> causes;
-  auto occurs = [&](const std::string& c) {
-    if (s.confusion.count(c)) return true;
-    for (const auto& [t, row] : s.confusion)
-      if (row.count(c)) return true;
-    return false;
-  };
-  for (const auto& c : known_causes())
-    if (occurs(c)) causes.push_back(c);
-  auto add_unknown = [&](const std::string& c) {
-    if (std::find(causes.begin(), causes.end(), c) == causes.end()) causes.push_back(c);
-  };
-  for (const auto& [t, row] : s.confusion) {
-    add_unknown(t);
-    for (const auto& [d, k] : row) add_unknown(d);
-  }
+  // --- confusion matrix: the causes that occur, in the cause table's order, then any others ---
+  const std::vector<std::string> causes = confusion_labels(s, /*every_checklist_cause=*/false);
   if (causes.empty()) return out;
   size_t wl = 5, wcol = 3;
   for (const auto& c : causes) wl = std::max(wl, c.size() + 4);

@@ -1,4 +1,4 @@
-// Scoring (shared/DESIGN.md "Diagnosis and scoring"). Per run: correct iff the diagnosed cause (and
+// Scoring (docs/DESIGN.md §6). Per run: correct iff the diagnosed cause (and
 // rank, where it applies) matches the manifest's first fault and detection is at or after its
 // active_from; any diagnosis on a healthy run, or before active_from, is a false alarm.
 // Latency = detected_step - onset_step (negative = early warning), and the same in seconds.
@@ -48,8 +48,14 @@ struct SuiteScore {
 };
 
 SuiteScore score_suite(std::vector<RunScore> runs);
+// The labels of the confusion matrix's rows and columns: the causes that occur in `s`, in the cause
+// table's order (with every_checklist_cause, every checklist cause and verdict too), then any cause a
+// manifest or diagnosis names that the table does not know.
+std::vector<std::string> confusion_labels(const SuiteScore& s, bool every_checklist_cause);
 std::string render_table(const SuiteScore& s);   // the scoreboard printed by `flatline score`
 std::string to_json(const SuiteScore& s);
 std::string to_junit(const SuiteScore& s);       // JUnit XML: one testcase per scenario
+// XML 1.0 text; in attributes (attr) line breaks and tabs become character references.
+std::string xml_escape(const std::string& s, bool attr = true);
 
 }  // namespace flatline

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "detectors/plateau.h"
+#include "core/check.h"
 #include "detectors/registry.h"
 
 namespace flatline {
@@ -131,11 +132,17 @@ struct Triage::Impl {
   }
 };
 
+// One detector per row of the cause table that has one (checklist rows in checklist order, then fleet
+// findings). A registered detector without a row, or a row without a detector, is a build mistake.
 Triage::Triage(DetectorConfig cfg) : impl_(std::make_unique<Impl>()) {
-  const auto& list = checklist_causes();
-  for (const auto& cause : list) impl_->detectors.push_back(make_detector(cause, cfg));
-  for (const auto& cause : registered_detectors())
-    if (std::find(list.begin(), list.end(), cause) == list.end()) impl_->detectors.push_back(make_detector(cause, cfg));
+  for (const Cause& c : cause_table())
+    if (c.kind != CauseKind::verdict) impl_->detectors.push_back(make_detector(c.id, cfg));
+  for (const auto& id : registered_detectors()) {
+    const Cause* c = find_cause(id);
+    FLATLINE_CHECK(c && c->kind != CauseKind::verdict,
+                   "detector '{}' is registered but has no checklist or fleet row in the cause table "
+                   "(detectors/causes.cpp)", id);
+  }
   impl_->reported.assign(impl_->detectors.size(), false);
 }
 
@@ -167,10 +174,11 @@ void Triage::observe_block(const std::vector<Record>& block) {
         im.frozen.observe(r);
       }
   };
-  // data_replay (checklist index 2) costs about as much as all the others together at fleet scale
-  // (per-rank hash tables: cache misses): it gets the second thread.
-  const size_t heavy = 2;
-  if (parallel && block.size() >= 4096 && im.detectors.size() > heavy) {
+  // An expensive detector (Detector::expensive) gets the second thread; the rest share the first.
+  size_t heavy = im.detectors.size();
+  for (size_t i = 0; i < im.detectors.size() && heavy == im.detectors.size(); ++i)
+    if (im.detectors[i]->expensive()) heavy = i;
+  if (parallel && block.size() >= 4096 && heavy < im.detectors.size()) {
     auto other = std::async(std::launch::async, [&] { run(heavy, heavy + 1, false); });
     run(0, heavy, false);
     run(heavy + 1, im.detectors.size(), true);

@@ -1,4 +1,4 @@
-// zero_grad_rank (DESIGN.md cause 5): one data-parallel rank sends zeros into the gradient all-reduce
+// zero_grad_rank (docs/DESIGN.md §2, cause 5): one data-parallel rank sends zeros into the gradient all-reduce
 // (its buffer zeroed before the all-reduce, or backward skipped).
 //
 // Signal: local_grad_norm (each rank's gradient norm before the all-reduce) of every rank at the

@@ -1,4 +1,4 @@
-// data_replay: the data repeats (DESIGN.md cause 3).
+// data_replay: the data repeats (docs/DESIGN.md §2, cause 3).
 //   resume_drops_sampler_state  at the scenario's restart everything is restored but the sampler
 //                               position: the loader starts its epoch over and replays batches already
 //                               trained on.
@@ -14,14 +14,13 @@ namespace {
 class DataReplay : public Fault {
  public:
   DataReplay(const FaultSpec& f, const Scenario& s) : Fault(f, s) {
-    auto bad = [&](const std::string& why) {
-      throw ScenarioError(fmt::format("{}:{}: data_replay/{}: {}", s.source, f.line, f.mode, why));
-    };
-    if (f.at <= 0) bad("needs 'at' (a single onset step)");
+    if (f.at <= 0) refuse("needs 'at' (a single onset step)");
     if (f.mode == "resume_drops_sampler_state" && (s.restart_at < 0 || s.restart_at < s.checkpoint_every))
-      bad("needs a 'restart: {at: N}' at or after the first checkpoint (nothing is replayed before it)");
-    window_ = f.params.count("window") ? static_cast<int64_t>(f.params.at("window")) : 0;
-    if (f.mode == "cycle_window" && window_ < 1) bad("needs params.window >= 1 (batches in the cycle)");
+      refuse("needs a 'restart: {at: N}' at or after the first checkpoint (nothing is replayed before it)");
+    if (f.mode == "cycle_window") {
+      window_ = integer_param("window").value_or(0);
+      if (window_ < 1) refuse("needs params.window >= 1 (batches in the cycle)");
+    }
   }
 
   // Step s normally trains global batch s - 1; in the cycle it trains at - 1 + (s - at) % window.
@@ -50,7 +49,11 @@ class DataReplay : public Fault {
   int64_t window_ = 0;
 };
 
-FLATLINE_REGISTER_FAULT("data_replay", DataReplay);
+FLATLINE_REGISTER_FAULT(DataReplay, "data_replay", {
+    {"resume_drops_sampler_state", "at the restart everything is restored but the sampler position", {}},
+    {"cycle_window", "from `at` the loader repeats the same `window` batches",
+     {{"window", ParamType::integer, 1, false, "batches in the cycle (required)"}}},
+});
 
 }  // namespace
 }  // namespace flatline

@@ -4,11 +4,14 @@
 
 #include <map>
 
+#include "core/check.h"
+#include "detectors/causes.h"
+
 namespace flatline {
 namespace {
 
-std::map<std::string, FaultFactory>& registry() {
-  static std::map<std::string, FaultFactory> r;
+std::map<std::string, FaultKindDef>& registry() {
+  static std::map<std::string, FaultKindDef> r;
   return r;
 }
 
@@ -22,7 +25,67 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-void register_fault(const std::string& kind, FaultFactory f) { registry()[kind] = std::move(f); }
+const ParamDef* ModeDef::param(const std::string& n) const {
+  for (const auto& p : params)
+    if (p.name == n) return &p;
+  return nullptr;
+}
+
+const ModeDef* FaultKindDef::mode(const std::string& m) const {
+  for (const auto& d : modes)
+    if (d.name == m) return &d;
+  return nullptr;
+}
+
+void register_fault_kind(FaultKindDef def) {
+  const std::string kind = def.kind;
+  if (def.cause.empty()) def.cause = kind;
+  FLATLINE_CHECK(!registry().count(kind), "fault kind '{}' registered twice", kind);
+  const Cause* c = find_cause(def.cause);
+  FLATLINE_CHECK(c && c->kind != CauseKind::verdict, "fault kind '{}' injects '{}', which is not a cause of the "
+                 "cause table (detectors/causes.cpp)", kind, def.cause);
+  registry().emplace(kind, std::move(def));
+}
+
+const FaultKindDef* find_fault_kind(const std::string& kind) {
+  auto it = registry().find(kind);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> fault_kind_names() {
+  std::vector<std::string> out;
+  for (const auto& [k, _] : registry()) out.push_back(k);
+  return out;
+}
+
+namespace {
+const ParamDef& declared(const FaultSpec& f, const char* name, ParamType type) {
+  const FaultKindDef* k = find_fault_kind(f.kind);
+  const ModeDef* m = k ? k->mode(f.mode) : nullptr;
+  const ParamDef* p = m ? m->param(name) : nullptr;
+  FLATLINE_CHECK(p && p->type == type, "{}/{} reads parameter '{}' that its registration does not declare as {}",
+                 f.kind, f.mode, name, type == ParamType::integer ? "an integer" : "a number");
+  return *p;
+}
+}  // namespace
+
+std::optional<int64_t> Fault::integer_param(const char* name) const {
+  declared(spec_, name, ParamType::integer);
+  auto it = spec_.params.find(name);
+  if (it == spec_.params.end()) return std::nullopt;
+  return static_cast<int64_t>(it->second);  // the loader checked it is a whole number
+}
+
+std::optional<double> Fault::number_param(const char* name) const {
+  declared(spec_, name, ParamType::number);
+  auto it = spec_.params.find(name);
+  if (it == spec_.params.end()) return std::nullopt;
+  return it->second;
+}
+
+void Fault::refuse(const std::string& why) const {
+  throw ScenarioError(fmt::format("{}:{}: {}/{}: {}", scenario_.source, spec_.line, spec_.kind, spec_.mode, why));
+}
 
 Fault::Fault(FaultSpec spec, const Scenario& scenario) : spec_(std::move(spec)), scenario_(scenario) {
   if (spec_.at > 0) {
@@ -50,6 +113,7 @@ int64_t Fault::first_active_step() const { return onsets_.empty() ? -1 : onsets_
 FaultTruth Fault::truth() const {
   FaultTruth t;
   t.kind = spec_.kind;
+  t.cause = find_fault_kind(spec_.kind)->cause;
   t.mode = spec_.mode;
   t.rank = spec_.target_rank;
   t.active_from = t.onset_step = first_active_step();
@@ -75,7 +139,15 @@ Manifest scenario_manifest(const Scenario& s, const std::string& versions) {
   m.expect_within_steps = s.expect.within_steps;
   for (const auto& f : make_faults(s)) {
     FaultTruth t = f->truth();
-    m.faults.push_back({t.kind, t.mode, t.rank, t.active_from, t.onset_step});
+    ManifestFault mf;
+    mf.kind = t.kind;
+    mf.cause = t.cause;
+    mf.mode = t.mode;
+    mf.rank = t.rank;
+    mf.active_from = t.active_from;
+    mf.onset_step = t.onset_step;
+    mf.ends_run = t.ends_run;
+    m.faults.push_back(mf);
   }
   return m;
 }
@@ -83,11 +155,11 @@ Manifest scenario_manifest(const Scenario& s, const std::string& versions) {
 std::vector<std::unique_ptr<Fault>> make_faults(const Scenario& s) {
   std::vector<std::unique_ptr<Fault>> out;
   for (const auto& f : s.faults) {
-    auto it = registry().find(f.kind);
-    if (it == registry().end())
+    const FaultKindDef* k = find_fault_kind(f.kind);
+    if (!k)
       throw ScenarioError(fmt::format("{}:{}: fault kind '{}' is not implemented in this build", s.source, f.line,
                                       f.kind));
-    out.push_back(it->second(f, s));
+    out.push_back(k->make(f, s));
   }
   return out;
 }

@@ -1,5 +1,5 @@
-// Fault: one injected failure, applied at the hook points of the training step (shared/DESIGN.md
-// "Fault catalogue"). Plain C++ so that the torch harness and the fleet simulator share one definition
+// Fault: one injected failure, applied at the hook points of the training step (docs/DESIGN.md
+// §5). Plain C++ so that the torch harness and the fleet simulator share one definition
 // of each fault: a fault never touches tensors, it sets fields of StepActions and the trainer (or the
 // simulator) carries them out at visible calls in its step.
 //
@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ namespace flatline {
 
 // The hook points of one training step, in the order the trainer reaches them.
 enum class Hook {
-  before_forward,    // data has been fetched for this step
+  before_forward,    // the step begins: before its batch is fetched (a fault may choose the batch)
   after_backward,    // local gradients exist, before the all-reduce
   at_allreduce,      // entering the gradient all-reduce
   before_optimizer,  // averaged gradients, before unscale/clip/update
@@ -52,13 +53,17 @@ struct TrainPlan {
   LrSchedule schedule;
 };
 
-// Ground truth for the manifest: two steps per fault (DESIGN.md "Diagnosis and scoring").
+// Ground truth for the manifest: two steps per fault (docs/DESIGN.md §6).
 struct FaultTruth {
   std::string kind, mode;
+  std::string cause;           // the cause it injects (a row of detectors/causes.h): the scorer's truth
   int rank = -1;               // target rank, -1 = all
   int64_t active_from = -1;    // first step at which the run differs from its healthy twin
   int64_t onset_step = -1;     // step at which the cause is fully in place
   bool at_resume = false;      // acts only in the resumed processes (its steps are the re-run ones)
+  bool ends_run = false;       // ends the run with an error on every rank by design (a hang)
+  bool onset_at_start = false; // the onset step never completes as normal (a hang): its onset in run time is
+                               // when that step began on the target rank, not when (if ever) it was logged
 };
 
 class Fault {
@@ -66,13 +71,11 @@ class Fault {
   Fault(FaultSpec spec, const Scenario& scenario);
   virtual ~Fault() = default;
   const FaultSpec& spec() const { return spec_; }
-
   // True when the fault acts at this step on this rank (onset, lifetime, target).
   bool active(int64_t step, int rank) const;
   bool targets(int rank) const { return spec_.target_rank < 0 || spec_.target_rank == rank; }
   // First step at which active() holds for some rank, or -1.
   int64_t first_active_step() const;
-
   virtual void plan(TrainPlan&) const {}
   virtual void apply(Hook, StepActions&) const {}
   virtual void resume(ResumeActions&, int64_t /*resume_step*/) const {}
@@ -80,10 +83,54 @@ class Fault {
   virtual FaultTruth truth() const;
 
  protected:
+  // A parameter of this fault's mode, as its registration declares it (name and type; FLATLINE_CHECK
+  // otherwise: reading an undeclared parameter is a bug). nullopt when the scenario does not give it.
+  std::optional<int64_t> integer_param(const char* name) const;
+  std::optional<double> number_param(const char* name) const;
+  // A ScenarioError "source:line: kind/mode: why" for a scenario this fault cannot act on.
+  [[noreturn]] void refuse(const std::string& why) const;
+
   FaultSpec spec_;
   Scenario scenario_;  // a copy: faults outlive the loader's temporaries
   std::vector<int64_t> onsets_;  // chosen onset steps (one for `at`; seeded picks for `range`)
 };
+
+// ---- the fault registry: each kind declares its modes and their typed parameters ------------------
+// The scenario loader builds its tables and error messages from it (faults/scenario.cpp): an unknown
+// kind, mode or parameter, a non-integer where an integer is meant and a value below a parameter's
+// minimum are ScenarioErrors with file:line:column. Each kind names the cause it injects (a row of
+// detectors/causes.h; by default its own name): the manifest records it as the scorer's truth, so a
+// second way to make a run not alive is a new kind whose cause is run_not_alive.
+enum class ParamType { integer, number };
+
+struct ParamDef {
+  std::string name;
+  ParamType type = ParamType::number;
+  double min = 0;         // the smallest meaningful value
+  bool above_min = true;  // true: the value must be > min; false: >= min
+  std::string help;       // meaning, unit and default
+};
+
+struct ModeDef {
+  std::string name;
+  std::string help;
+  std::vector<ParamDef> params;
+  const ParamDef* param(const std::string& n) const;
+};
+
+using FaultFactory = std::function<std::unique_ptr<Fault>(const FaultSpec&, const Scenario&)>;
+
+struct FaultKindDef {
+  std::string kind;
+  std::string cause;  // the cause it injects ("" at registration: the kind's own name)
+  std::vector<ModeDef> modes;
+  FaultFactory make;
+  const ModeDef* mode(const std::string& m) const;
+};
+
+void register_fault_kind(FaultKindDef def);
+const FaultKindDef* find_fault_kind(const std::string& kind);  // nullptr when not registered
+std::vector<std::string> fault_kind_names();                    // sorted
 
 // The checkpoint step a scenario's restart resumes from (the last checkpoint at or before restart.at);
 // the resumed ranks train again from the step after it. -1 without a restart.
@@ -93,10 +140,8 @@ int64_t resume_checkpoint_step(const Scenario& s);
 // fault's truth(). `versions` names what produced the run (harness or simulator).
 Manifest scenario_manifest(const Scenario& s, const std::string& versions);
 
-using FaultFactory = std::function<std::unique_ptr<Fault>(const FaultSpec&, const Scenario&)>;
-void register_fault(const std::string& kind, FaultFactory f);
-// Builds every fault of the scenario; throws ScenarioError (with file:line) for a kind/mode that no
-// fault implements or a mode whose preconditions the scenario does not meet.
+// Builds every fault of the scenario; throws ScenarioError (with file:line) for a mode whose
+// preconditions the scenario does not meet.
 std::vector<std::unique_ptr<Fault>> make_faults(const Scenario& s);
 
 // Applies every fault at one hook point.
@@ -104,10 +149,16 @@ void apply_all(const std::vector<std::unique_ptr<Fault>>& faults, Hook h, StepAc
 
 }  // namespace flatline
 
-#define FLATLINE_REGISTER_FAULT(kind, Type)                                                      \
-  static const bool flatline_fault_registered_##Type = [] {                                      \
-    ::flatline::register_fault(kind, [](const ::flatline::FaultSpec& f, const ::flatline::Scenario& s) { \
-      return std::unique_ptr<::flatline::Fault>(new Type(f, s));                                 \
-    });                                                                                          \
-    return true;                                                                                 \
+// In a fault's file: FLATLINE_REGISTER_FAULT(Type, "kind", {{"mode", "help", {params...}}, ...}) for a
+// kind named after the cause it injects, FLATLINE_REGISTER_FAULT_CAUSING(Type, "kind", "cause", {...})
+// for another way to inject an existing cause.
+#define FLATLINE_REGISTER_FAULT_CAUSING(Type, kind, cause, ...)                                      \
+  static const bool flatline_fault_registered_##Type = [] {                                          \
+    ::flatline::register_fault_kind(                                                                 \
+        {kind, cause, std::vector<::flatline::ModeDef> __VA_ARGS__,                                  \
+         [](const ::flatline::FaultSpec& f, const ::flatline::Scenario& s) {                         \
+           return std::unique_ptr<::flatline::Fault>(new Type(f, s));                                \
+         }});                                                                                        \
+    return true;                                                                                     \
   }()
+#define FLATLINE_REGISTER_FAULT(Type, kind, ...) FLATLINE_REGISTER_FAULT_CAUSING(Type, kind, "", __VA_ARGS__)

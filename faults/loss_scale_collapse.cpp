@@ -1,4 +1,4 @@
-// loss_scale_collapse: the fp16 dynamic loss scaler collapses (DESIGN.md cause 4).
+// loss_scale_collapse: the fp16 dynamic loss scaler collapses (docs/DESIGN.md §2, cause 4).
 //   overflow_streak    one layer emits inf in the backward for params.steps consecutive steps (default:
 //                      the lifetime, else 20); each overflow skips the step and halves the scale, so
 //                      2^16 ends at 2^(16 - steps), where fp16 gradients underflow to 0 and growth
@@ -15,18 +15,13 @@ namespace {
 class LossScaleCollapse : public Fault {
  public:
   LossScaleCollapse(const FaultSpec& f, const Scenario& s) : Fault(f, s) {
-    auto bad = [&](const std::string& why) {
-      throw ScenarioError(fmt::format("{}:{}: loss_scale_collapse/{}: {}", s.source, f.line, f.mode, why));
-    };
-    if (s.precision != "fp16") bad("needs 'precision: fp16' (no loss scaler otherwise)");
-    if (f.at <= 0) bad("needs 'at' (a single onset step)");
+    if (s.precision != "fp16") refuse("needs 'precision: fp16' (no loss scaler otherwise)");
+    if (f.at <= 0) refuse("needs 'at' (a single onset step)");
     if (f.mode == "overflow_streak") {
-      streak_ = f.params.count("steps") ? static_cast<int64_t>(f.params.at("steps"))
-                                        : (f.lifetime_steps > 0 ? f.lifetime_steps : 20);
-      if (streak_ < 1) bad("params.steps must be >= 1");
+      streak_ = integer_param("steps").value_or(f.lifetime_steps > 0 ? f.lifetime_steps : 20);
     } else {
-      if (!f.params.count("max_scale") || !(f.params.at("max_scale") > 0)) bad("needs params.max_scale > 0");
-      max_scale_ = f.params.at("max_scale");
+      max_scale_ = number_param("max_scale").value_or(0);
+      if (!(max_scale_ > 0)) refuse("needs params.max_scale > 0");
     }
   }
 
@@ -48,7 +43,12 @@ class LossScaleCollapse : public Fault {
   double max_scale_ = 0;
 };
 
-FLATLINE_REGISTER_FAULT("loss_scale_collapse", LossScaleCollapse);
+FLATLINE_REGISTER_FAULT(LossScaleCollapse, "loss_scale_collapse", {
+    {"overflow_streak", "one layer emits inf in the backward for `steps` consecutive steps",
+     {{"steps", ParamType::integer, 1, false, "overflowing steps (default: the lifetime, else 20)"}}},
+    {"scale_clamped_low", "from `at` the loss scale is clamped at `max_scale`",
+     {{"max_scale", ParamType::number, 0, true, "the clamp (e.g. 2^-16 = 1.52587890625e-05; required)"}}},
+});
 
 }  // namespace
 }  // namespace flatline

@@ -1,4 +1,4 @@
-// lr_zero: the learning rate decays to (near) zero while steps go on (DESIGN.md cause 2).
+// lr_zero: the learning rate decays to (near) zero while steps go on (docs/DESIGN.md §2, cause 2).
 // Modes:
 //   schedule_total_too_short     the schedule's total is set so that lr reaches exactly 0 at the onset
 //                                step (`at`) and stays there: a cosine sized for fewer steps than the run.
@@ -18,19 +18,16 @@ namespace {
 class LrZero : public Fault {
  public:
   LrZero(const FaultSpec& f, const Scenario& s) : Fault(f, s) {
-    auto bad = [&](const std::string& why) {
-      throw ScenarioError(fmt::format("{}:{}: lr_zero/{}: {}", s.source, f.line, f.mode, why));
-    };
-    if (f.at <= 0) bad("needs 'at' (a single onset step), not a range");
+    if (f.at <= 0) refuse("needs 'at' (a single onset step), not a range");
     if (f.mode == "schedule_total_too_short" && f.at - 1 <= s.schedule.warmup)
-      bad(fmt::format("'at' ({}) must come after warmup ({} steps)", f.at, s.schedule.warmup));
+      refuse(fmt::format("'at' ({}) must come after warmup ({} steps)", f.at, s.schedule.warmup));
     if (f.mode == "schedule_total_too_short" && s.schedule.kind == "constant")
-      bad("a constant schedule has no total to size wrong; use cosine or linear");
+      refuse("a constant schedule has no total to size wrong; use cosine or linear");
     if (f.mode == "finished_schedule_on_resume" && (s.restart_at < 0 || s.restart_at < s.checkpoint_every))
-      bad("needs a 'restart: {at: N}' at or after the first checkpoint");
+      refuse("needs a 'restart: {at: N}' at or after the first checkpoint");
     if (f.mode == "scheduler_not_stepped" && (s.schedule.warmup == 0 || f.at != 1))
-      bad("needs a warmup and 'at: 1': the scheduler never steps, so lr stays at lr(0) = 0");
-    if (f.target_rank >= 0) bad("the schedule is shared by every rank: target must be 'all'");
+      refuse("needs a warmup and 'at: 1': the scheduler never steps, so lr stays at lr(0) = 0");
+    if (f.target_rank >= 0) refuse("the schedule is shared by every rank: target must be 'all'");
   }
 
   void plan(TrainPlan& p) const override {
@@ -71,7 +68,11 @@ class LrZero : public Fault {
   }
 };
 
-FLATLINE_REGISTER_FAULT("lr_zero", LrZero);
+FLATLINE_REGISTER_FAULT(LrZero, "lr_zero", {
+    {"schedule_total_too_short", "the schedule's total is `at`: lr reaches exactly 0 there and stays", {}},
+    {"finished_schedule_on_resume", "at the restart a finished schedule's scheduler state is restored", {}},
+    {"scheduler_not_stepped", "the scheduler never steps, so warmup stays at lr(0) = 0", {}},
+});
 
 }  // namespace
 }  // namespace flatline

@@ -1,4 +1,4 @@
-// run_not_alive: the step counter stops (DESIGN.md cause 1).
+// run_not_alive: the step counter stops (docs/DESIGN.md §2, cause 1).
 //   hang           the target rank blocks before the gradient all-reduce for params.timeout_s (default:
 //                  the collective timeout + 10 s); the other ranks wait inside the all-reduce, their
 //                  heartbeats go on, and the collective timeout ends the run with an error on every rank.
@@ -6,6 +6,7 @@
 //                  that keeps printing a cached value).
 #include <fmt/format.h>
 
+#include "core/protocol.h"
 #include "faults/fault.h"
 
 namespace flatline {
@@ -19,7 +20,14 @@ class RunNotAlive : public Fault {
                                       s.source, f.line));
     if (f.mode == "hang" && f.target_rank < 0)
       throw ScenarioError(fmt::format("{}:{}: run_not_alive/hang needs a target rank", s.source, f.line));
-    block_s_ = f.params.count("timeout_s") ? f.params.at("timeout_s") : s.collective_timeout_s + 10;
+    if (f.mode == "hang") block_s_ = number_param("timeout_s").value_or(s.collective_timeout_s + kHangPastTimeoutS);
+  }
+
+  FaultTruth truth() const override {
+    FaultTruth t = Fault::truth();
+    t.ends_run = spec_.mode == "hang";  // its peers' all-reduce times out: every rank ends with an error
+    t.onset_at_start = spec_.mode == "hang";  // the rank stops making progress when the step begins
+    return t;
   }
 
   void apply(Hook h, StepActions& a) const override {
@@ -28,10 +36,15 @@ class RunNotAlive : public Fault {
   }
 
  private:
-  double block_s_;
+  double block_s_ = 0;
 };
 
-FLATLINE_REGISTER_FAULT("run_not_alive", RunNotAlive);
+FLATLINE_REGISTER_FAULT(RunNotAlive, "run_not_alive", {
+    {"hang", "the target rank blocks before the gradient all-reduce for `timeout_s`",
+     {{"timeout_s", ParamType::number, 0, true,
+       "seconds it blocks (default: the collective timeout + kHangPastTimeoutS, core/protocol.h)"}}},
+    {"stale_logging", "training goes on, the logged step and loss stop changing", {}},
+});
 
 }  // namespace
 }  // namespace flatline

@@ -4,12 +4,17 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cmath>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "detectors/causes.h"
+#include "faults/fault.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline {
 namespace {
@@ -81,18 +86,6 @@ struct Ctx {
   }
 };
 
-const std::map<std::string, std::set<std::string>>& fault_modes() {
-  static const std::map<std::string, std::set<std::string>> m = {
-      {"run_not_alive", {"hang", "stale_logging"}},
-      {"lr_zero", {"schedule_total_too_short", "finished_schedule_on_resume", "scheduler_not_stepped"}},
-      {"data_replay", {"resume_drops_sampler_state", "cycle_window"}},
-      {"loss_scale_collapse", {"overflow_streak", "scale_clamped_low"}},
-      {"zero_grad_rank", {"zeroed_buffer", "skipped_backward"}},
-      {"straggler", {"slow_rank"}},  // a fleet fault (not a checklist cause): one rank k% slower
-  };
-  return m;
-}
-
 FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
   c.expect_map(n, "faults[]");
   c.only_keys(n, "a fault", {"kind", "at", "range", "probability", "lifetime", "target", "params"});
@@ -100,10 +93,9 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
   f.line = n.Mark().line + 1;
   if (!n["kind"]) c.fail(n, "a fault needs 'kind'");
   f.kind = c.get<std::string>(n["kind"], "kind");
-  auto modes = fault_modes().find(f.kind);
-  if (modes == fault_modes().end())
-    c.fail(n["kind"], fmt::format("unknown fault kind '{}' (expected run_not_alive | lr_zero | data_replay | "
-                                  "loss_scale_collapse | zero_grad_rank)", f.kind));
+  const FaultKindDef* kind = find_fault_kind(f.kind);
+  if (!kind)
+    c.fail(n["kind"], fmt::format("unknown fault kind '{}' (expected {})", f.kind, join_ids(fault_kind_names(), " | ")));
   c.set_min<int64_t>(n, "at", f.at, 1);
   if (auto r = n["range"]) {
     c.expect_map(r, "range");
@@ -141,29 +133,44 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
       }
     }
   }
-  if (auto p = n["params"]) {
-    c.expect_map(p, "params");
+  // The mode first: it decides which parameters mean something.
+  const YAML::Node p = n["params"];
+  if (p) c.expect_map(p, "params");
+  if (p && p["mode"]) f.mode = c.get<std::string>(p["mode"], "mode");
+  std::vector<std::string> mode_names;
+  for (const auto& m : kind->modes) mode_names.push_back(m.name);
+  std::sort(mode_names.begin(), mode_names.end());
+  if (f.mode.empty()) c.fail(n, fmt::format("fault '{}' needs params.mode ({})", f.kind, join_ids(mode_names, " | ")));
+  const ModeDef* mode = kind->mode(f.mode);
+  if (!mode) c.fail(p["mode"], fmt::format("fault '{}' has no mode '{}'", f.kind, f.mode));
+  if (p) {
+    std::set<std::string> seen;
     for (auto it = p.begin(); it != p.end(); ++it) {
-      auto k = it->first.as<std::string>();
-      if (k == "mode") {
-        f.mode = c.get<std::string>(it->second, "mode");
-      } else if (k == "timeout_s" || k == "window" || k == "steps" || k == "max_scale" || k == "every" ||
-                 k == "slowdown") {
-        f.params[k] = c.get<double>(it->second, k);
-      } else {
-        c.fail(it->first, fmt::format("unknown fault param '{}' (expected mode, timeout_s, window, steps, "
-                                      "max_scale, slowdown)", k));
+      const auto k = it->first.as<std::string>();
+      if (!seen.insert(k).second) c.fail(it->first, fmt::format("duplicate key '{}' in params", k));
+      if (k == "mode") continue;
+      const ParamDef* d = mode->param(k);
+      if (!d) {
+        std::vector<std::string> names = {"mode"};
+        for (const auto& q : mode->params) names.push_back(q.name);
+        c.fail(it->first, fmt::format("unknown fault param '{}' for {}/{} (expected {})", k, f.kind, f.mode,
+                                      join_ids(names, ", ")));
       }
+      const double v = d->type == ParamType::integer ? static_cast<double>(c.get<int64_t>(it->second, k))
+                                                     : c.get<double>(it->second, k);
+      if (d->above_min ? !(v > d->min) : !(v >= d->min))
+        c.fail(it->second, fmt::format("'{}' must be {} {}, got {}", k, d->above_min ? ">" : ">=", d->min, v));
+      f.params[k] = v;
     }
   }
-  if (f.mode.empty()) {
-    std::string list;
-    for (auto& m : modes->second) list += (list.empty() ? "" : " | ") + m;
-    c.fail(n, fmt::format("fault '{}' needs params.mode ({})", f.kind, list));
-  }
-  if (!modes->second.count(f.mode))
-    c.fail(n["params"]["mode"], fmt::format("fault '{}' has no mode '{}'", f.kind, f.mode));
   return f;
+}
+
+std::string placement_error(const Scenario& s) {
+  if (s.device == "cpu" && s.process_group == "nccl") return "'process_group: nccl' needs 'device: cuda'";
+  if (s.device == "cuda" && s.kernels == "flatline")
+    return "'kernels: flatline' runs on cpu only (its kernels are Eigen loops over host memory); cuda takes aten";
+  return "";
 }
 
 Scenario parse(const YAML::Node& root, const std::string& source) {
@@ -171,8 +178,8 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   if (!root.IsMap()) c.fail(root, "a scenario must be a YAML mapping");
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
-               "schedule", "precision", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "faults", "expect"});
+               "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
+               "log_every", "formats", "faults", "expect"});
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -245,6 +252,11 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   }
   if (s.schedule.total == 0) s.schedule.total = s.steps;
   c.set_one_of(root, "precision", s.precision, {"fp32", "fp16", "bf16"});
+  c.set_one_of(root, "device", s.device, {"cpu", "cuda"});
+  c.set_one_of(root, "process_group", s.process_group, {"auto", "gloo", "nccl"});
+  c.set_one_of(root, "kernels", s.kernels, {"auto", "flatline", "aten"});
+  if (const std::string bad = placement_error(s); !bad.empty())
+    c.fail(root["process_group"] ? root["process_group"] : root["kernels"] ? root["kernels"] : root, bad);
   if (auto ls = root["loss_scaler"]) {
     c.expect_map(ls, "loss_scaler");
     c.only_keys(ls, "loss_scaler", {"init_scale", "growth_interval"});
@@ -275,6 +287,19 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.set(root, "collective_timeout_s", s.collective_timeout_s);
   if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
   c.set_min(root, "log_every", s.log_every, 1);
+  if (auto f = root["formats"]) {
+    c.expect_map(f, "formats");
+    c.only_keys(f, "formats", {"write", "every"});
+    if (auto w = f["write"]) {
+      if (!w.IsSequence()) c.fail(w, "'write' must be a list of formats (" + format_names() + ")");
+      for (const auto& x : w) {
+        const auto name = c.get<std::string>(x, "write[]");
+        if (!is_format_name(name)) c.fail(x, fmt::format("unknown format '{}' (expected {})", name, format_names()));
+        s.formats.push_back(name);
+      }
+    }
+    c.set_min(f, "every", s.formats_every, 1);
+  }
   if (auto fs = root["faults"]) {
     if (!fs.IsSequence()) c.fail(fs, "'faults' must be a list");
     for (const auto& f : fs) {
@@ -291,9 +316,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   if (auto e = root["expect"]) {
     c.expect_map(e, "expect");
     c.only_keys(e, "expect", {"cause", "rank", "within_steps"});
-    c.set_one_of(e, "cause", s.expect.cause,
-                 {"healthy", "run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse", "zero_grad_rank",
-                  "straggler"});
+    c.set_one_of(e, "cause", s.expect.cause, {cause_ids().begin(), cause_ids().end()});
     c.set(e, "rank", s.expect.rank);
     if (s.expect.rank >= s.world_size)
       c.fail(e["rank"], fmt::format("expected rank {} is outside world_size {}", s.expect.rank, s.world_size));
@@ -305,6 +328,18 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
 }
 
 }  // namespace
+
+void set_placement(Scenario& s, const std::string& device, const std::string& process_group,
+                   const std::string& source) {
+  if (device != "cpu" && device != "cuda")
+    throw ScenarioError(fmt::format("{}: device '{}': expected cpu | cuda", source, device));
+  if (!process_group.empty() && process_group != "auto" && process_group != "gloo" && process_group != "nccl")
+    throw ScenarioError(fmt::format("{}: process group '{}': expected auto | gloo | nccl", source, process_group));
+  s.device = device;
+  if (!process_group.empty()) s.process_group = process_group;
+  if (const std::string bad = placement_error(s); !bad.empty())
+    throw ScenarioError(fmt::format("{}: scenario {}: {}", source, s.name, bad));
+}
 
 Scenario load_scenario_text(const std::string& yaml, const std::string& source) {
   YAML::Node root;
@@ -318,6 +353,22 @@ Scenario load_scenario_text(const std::string& yaml, const std::string& source) 
   } catch (const YAML::Exception& e) {  // a conversion the checks above did not foresee
     throw ScenarioError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+}
+
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume) {
+  FormatContext c;
+  c.run_dir = run_dir;
+  c.every = s.formats_every;
+  c.world_size = s.world_size;
+  c.global_batch = int64_t{s.batch_size} * s.grad_accum * s.world_size;
+  c.train_iters = s.steps;
+  c.optimizer = s.optimizer.kind;
+  c.beta1 = s.optimizer.beta1;
+  c.beta2 = s.optimizer.beta2;
+  c.wall_t0 = run_t0 > 0 ? run_t0
+                         : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  c.resume = resume;
+  return c;
 }
 
 Scenario load_scenario_file(const std::string& path) {
@@ -370,6 +421,9 @@ std::string to_yaml(const Scenario& s) {
     << s.schedule.kind << YAML::Key << "warmup" << YAML::Value << s.schedule.warmup << YAML::Key << "total"
     << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << num(s.schedule.min_lr) << YAML::EndMap;
   e << YAML::Key << "precision" << YAML::Value << s.precision;
+  e << YAML::Key << "device" << YAML::Value << s.device;
+  e << YAML::Key << "process_group" << YAML::Value << s.process_group;
+  e << YAML::Key << "kernels" << YAML::Value << s.kernels;
   if (s.precision == "fp16")
     e << YAML::Key << "loss_scaler" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "init_scale"
       << YAML::Value << s.loss_scale_init << YAML::Key << "growth_interval" << YAML::Value
@@ -384,6 +438,9 @@ std::string to_yaml(const Scenario& s) {
   e << YAML::Key << "heartbeat_s" << YAML::Value << num(s.heartbeat_s);
   e << YAML::Key << "collective_timeout_s" << YAML::Value << num(s.collective_timeout_s);
   e << YAML::Key << "log_every" << YAML::Value << s.log_every;
+  if (!s.formats.empty())
+    e << YAML::Key << "formats" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "write" << YAML::Value
+      << YAML::Flow << s.formats << YAML::Key << "every" << YAML::Value << s.formats_every << YAML::EndMap;
   e << YAML::Key << "faults" << YAML::Value << YAML::BeginSeq;
   for (const auto& f : s.faults) {
     e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << f.kind;

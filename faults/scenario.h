@@ -1,6 +1,6 @@
-// Scenario: one YAML file = workload + faults + expectation (shared/DESIGN.md "Scenario YAML").
+// Scenario: one YAML file = workload + faults + expectation (docs/DESIGN.md §4).
 // Loading is strict: an unknown key, a wrong type or an out-of-range value is a ScenarioError that
-// names the file, line and column and what was expected. Defaults are the DESIGN.md example's.
+// names the file, line and column and what was expected. Keys and defaults: docs/DESIGN.md §4.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -53,8 +53,10 @@ struct FaultSpec {
   double probability = 1.0;                     // with range: seeded chance per candidate step
   int64_t lifetime_steps = -1;                  // -1: until end
   int target_rank = -1;                         // -1: all ranks
-  std::map<std::string, double> params;         // numeric params (timeout_s, window, steps, max_scale)
-  std::string param_mode;                       // params.mode (copied into `mode`)
+  // params besides mode, as the kind's registration declares them for this mode (faults/fault.h): the
+  // loader refuses an undeclared name, a non-integer where an integer is meant and a value below the
+  // minimum; integers are held exactly (|v| < 2^53).
+  std::map<std::string, double> params;
   int line = 0;                                 // where it was declared
   int index = 0;                                // position in the scenario's fault list (seeds `range` draws)
 };
@@ -82,6 +84,16 @@ struct Scenario {
   // Megatron-LM starts at 2^32 (--initial-loss-scale), which makes a long, healthy initial search.
   double loss_scale_init = 65536.0;
   int64_t loss_scale_growth_interval = 2000;
+  // Placement. device: where each rank trains (cuda: cuda:LOCAL_RANK, one GPU per rank).
+  // process_group: auto = NCCL on cuda, Gloo on cpu, none at world_size 1; gloo on cuda stages CUDA
+  // tensors through the host and lets ranks share GPUs; a named one is created even at world_size 1.
+  // kernels: flatline = the harness's own CPU kernels (fused Eigen optimizer, one-pass gradient
+  // statistics, binary16 emulation; cpu only); aten = the step as PyTorch runs it on the device
+  // (autocast, GradScaler's kernels, fused AdamW/SGD, statistics read back a step later);
+  // auto = aten on cuda, flatline on cpu.
+  std::string device = "cpu";           // cpu | cuda
+  std::string process_group = "auto";   // auto | gloo | nccl
+  std::string kernels = "auto";         // auto | flatline | aten
   int64_t checkpoint_every = 0;  // 0 = never
   int64_t restart_at = -1;       // stop all ranks after this step and resume from the last checkpoint
   int64_t eval_every = 0;
@@ -89,13 +101,27 @@ struct Scenario {
   double heartbeat_s = 0.5;
   double collective_timeout_s = 30;  // all-reduce timeout: how long a hung rank can stall the others
   int log_every = 1;             // write a step record every N steps (real loggers are sparse)
+  // Foreign-format logs rank 0 also writes, live (telemetry/writers/writer.h): `formats: {write:
+  // [tensorboard, hf, ...], every: N}` (every: the frameworks' logging interval, in steps).
+  std::vector<std::string> formats;
+  int formats_every = 1;
   std::vector<FaultSpec> faults;
   ExpectSpec expect;
 };
 
+struct FormatContext;  // telemetry/writers/writer.h
+// The foreign-format writers' context of a run of `s` (run_t0: the run's origin, Unix seconds; 0: now).
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume);
+
 Scenario load_scenario_file(const std::string& path);
 // `source` names the text in error messages (a file path, or "<embedded:main/x.yaml>").
 Scenario load_scenario_text(const std::string& yaml, const std::string& source);
+
+// Sets the placement (device, and process_group unless empty), as `--device` / `--process-group`
+// do; throws ScenarioError naming `source` for a combination that cannot run (nccl or the flatline
+// kernels on cpu... ). The loader checks a scenario's own keys the same way.
+void set_placement(Scenario& s, const std::string& device, const std::string& process_group,
+                   const std::string& source);
 
 // Serialises the resolved scenario (all defaults filled) as YAML, for the run's manifest.
 std::string to_yaml(const Scenario& s);

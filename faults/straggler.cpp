@@ -18,10 +18,7 @@ class Straggler : public Fault {
     if (f.target_rank < 0 || s.world_size < 2)
       throw ScenarioError(fmt::format("{}:{}: straggler/{}: needs world_size >= 2 and one target rank", s.source,
                                       f.line, f.mode));
-    slowdown_ = f.params.count("slowdown") ? f.params.at("slowdown") : 0.3;
-    if (!(slowdown_ > 0))
-      throw ScenarioError(fmt::format("{}:{}: straggler/{}: params.slowdown must be > 0 (0.3 = 30% slower)",
-                                      s.source, f.line, f.mode));
+    slowdown_ = number_param("slowdown").value_or(0.3);
   }
 
   void apply(Hook h, StepActions& a) const override {
@@ -32,7 +29,10 @@ class Straggler : public Fault {
   double slowdown_ = 0.3;
 };
 
-FLATLINE_REGISTER_FAULT("straggler", Straggler);
+FLATLINE_REGISTER_FAULT(Straggler, "straggler", {
+    {"slow_rank", "from `at` the target rank's forward + backward take (1 + slowdown) x as long",
+     {{"slowdown", ParamType::number, 0, true, "extra compute as a fraction (default 0.3 = 30% slower)"}}},
+});
 
 }  // namespace
 }  // namespace flatline

@@ -1,4 +1,4 @@
-// zero_grad_rank: one data-parallel rank sends zeros into the gradient all-reduce (DESIGN.md cause 5).
+// zero_grad_rank: one data-parallel rank sends zeros into the gradient all-reduce (docs/DESIGN.md §2, cause 5).
 //   zeroed_buffer     the target rank's gradient buffer is zeroed just before the all-reduce (a hook or
 //                     a bucket view that clears it).
 //   skipped_backward  the target rank skips backward (a loss it thinks is invalid, an early `continue`)
@@ -25,7 +25,10 @@ class ZeroGradRank : public Fault {
   }
 };
 
-FLATLINE_REGISTER_FAULT("zero_grad_rank", ZeroGradRank);
+FLATLINE_REGISTER_FAULT(ZeroGradRank, "zero_grad_rank", {
+    {"zeroed_buffer", "the target rank's gradient buffer is zeroed just before the all-reduce", {}},
+    {"skipped_backward", "the target rank skips backward and contributes zeros", {}},
+});
 
 }  // namespace
 }  // namespace flatline

@@ -1,4 +1,4 @@
-// flatline's own telemetry (docs/DESIGN.md "Telemetry"; codec in telemetry/jsonl.h): one JSON object
+// flatline's own telemetry (docs/DESIGN.md §3; codec in telemetry/jsonl.h): one JSON object
 // per line, one file per rank (telemetry/rank-<r>.jsonl). Records are kept exactly as written
 // (restarts re-emit steps, and the detectors expect every line), so a replay gives the live run's
 // diagnosis. Malformed lines are warnings (file:line).

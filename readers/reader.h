@@ -1,6 +1,6 @@
 // Readers for the logs engineers already have: each turns one log format into flatline Records
-// (telemetry/record.h) so that the same detectors and checklist run on it (docs/DESIGN.md,
-// "readers for real logs"). One reader per file, each registering itself (readers/registry.h) with
+// (telemetry/record.h) so that the same detectors and checklist run on it (docs/DESIGN.md
+// §10). One reader per file, each registering itself (readers/registry.h) with
 // its name (the `--format` value), the file names it usually has, a content sniffer, its parser and,
 // where the format has one, its directory layout. Nothing else lists the formats: `--format`'s
 // accepted values, the detection order and every error message come from the registry.

@@ -9,21 +9,46 @@
 #include <ostream>
 #include <sstream>
 
+#include "detectors/causes.h"
 #include "report/signals.h"
 #include "report/textplot.h"
 
 namespace flatline {
 namespace {
 
-const char* kHelp =
-    "signals: alive (step vs wall time, heartbeats)  lr  grad (grad norm)  ranks (per-rank local grad norm)\n"
-    "         data (batch fingerprints)  scale (loss scale, skipped steps)  eval (eval loss)\n"
-    "other:   loss (the loss curve again)  help  quit\n"
-    "answer:  answer <cause> [rank]   causes: run_not_alive lr_zero data_replay loss_scale_collapse\n"
-    "                                         zero_grad_rank healthy\n";
+// The causes a trainee may answer: the checklist's and the verdicts (fleet findings are not drilled).
+std::vector<std::string> answerable() {
+  std::vector<std::string> out;
+  for (const Cause& c : cause_table())
+    if (c.kind != CauseKind::fleet) out.push_back(c.id);
+  return out;
+}
+
+const std::string& help_text() {
+  static const std::string h = [] {
+    std::string s =
+        "signals: alive (step vs wall time, heartbeats)  lr  grad (grad norm)  ranks (per-rank local grad norm)\n"
+        "         data (batch fingerprints)  scale (loss scale, skipped steps)  eval (eval loss)\n"
+        "other:   loss (the loss curve again)  help  quit\n"
+        "answer:  answer <cause> [rank]   causes:";
+    size_t col = s.size() - s.rfind('\n') - 1;
+    const size_t indent = col;
+    for (const auto& c : answerable()) {
+      if (col + 1 + c.size() > 98) {
+        s += "\n" + std::string(indent, ' ');
+        col = indent;
+      }
+      s += " " + c;
+      col += 1 + c.size();
+    }
+    return s + "\n";
+  }();
+  return h;
+}
 
 bool known_cause(const std::string& c) {
-  return c == "healthy" || !evidence_signal(c).empty();
+  const auto v = answerable();
+  return std::find(v.begin(), v.end(), c) != v.end();
 }
 
 std::string plot(const RunData& run, const std::vector<Series>& s, const std::string& title,
@@ -43,12 +68,8 @@ const std::vector<std::string>& drill_signals() {
 }
 
 std::string evidence_signal(const std::string& cause) {
-  if (cause == "run_not_alive") return "alive";
-  if (cause == "lr_zero") return "lr";
-  if (cause == "data_replay") return "data";
-  if (cause == "loss_scale_collapse") return "scale";
-  if (cause == "zero_grad_rank") return "ranks";
-  return "";
+  const Cause* c = find_cause(cause);
+  return c ? c->drill_signal : "";
 }
 
 size_t drill_pick(size_t n, uint64_t seed) {
@@ -61,7 +82,8 @@ size_t drill_pick(size_t n, uint64_t seed) {
 Drill::Drill(RunData run, std::function<double()> now_s) : run_(std::move(run)), now_(std::move(now_s)) {
   t0_ = now_();
   if (run_.manifest && !run_.manifest->faults.empty()) {
-    score_.truth_cause = run_.manifest->faults.front().kind;
+    const ManifestFault& f = run_.manifest->faults.front();
+    score_.truth_cause = f.cause_id();
     score_.truth_rank = run_.manifest->faults.front().rank;
   }
 }
@@ -74,7 +96,7 @@ std::string Drill::intro() const {
   s += fmt::format("the run: {} ranks, {} steps planned, last logged step {} (its name is hidden)\n\n",
                    run_.ranks.size(), run_.manifest ? run_.manifest->steps : 0, last);
   s += plot(run_, {step_series(run_, "loss")}, "training loss", "step");
-  return s + "\n" + kHelp;
+  return s + "\n" + help_text();
 }
 
 std::string Drill::show(const std::string& sig) const {
@@ -116,7 +138,7 @@ std::string Drill::handle(const std::string& line) {
   in >> cmd;
   std::transform(cmd.begin(), cmd.end(), cmd.begin(), [](unsigned char c) { return std::tolower(c); });
   if (cmd.empty() || cmd[0] == '#') return "";
-  if (cmd == "help" || cmd == "?") return kHelp;
+  if (cmd == "help" || cmd == "?") return help_text();
   if (cmd == "loss") return plot(run_, {step_series(run_, "loss")}, "training loss", "step");
   if (cmd == "quit" || cmd == "exit") {
     finish();
@@ -125,7 +147,7 @@ std::string Drill::handle(const std::string& line) {
   if (cmd == "answer") {
     std::string cause, rank_s;
     in >> cause >> rank_s;
-    if (!known_cause(cause)) return fmt::format("unknown cause '{}'\n{}", cause, kHelp);
+    if (!known_cause(cause)) return fmt::format("unknown cause '{}'\n{}", cause, help_text());
     int rank = -1;
     if (!rank_s.empty()) {
       try {
@@ -157,7 +179,7 @@ void Drill::answer(const std::string& cause, int rank) {
   s.answer_cause = cause;
   s.answer_rank = rank;
   s.cause_right = cause == s.truth_cause;
-  s.rank_right = !(s.truth_cause == "zero_grad_rank" && s.truth_rank >= 0) || rank == s.truth_rank;
+  s.rank_right = !(names_rank(s.truth_cause) && s.truth_rank >= 0) || rank == s.truth_rank;
   s.cause_pts = s.cause_right ? (s.rank_right ? 50 : 25) : 0;
   s.alive_pts = s.alive_first ? 15 : 0;
   s.lr_pts = s.read_lr ? 10 : 0;

@@ -6,14 +6,13 @@
 #include <ostream>
 #include <string>
 
+#include "detectors/causes.h"
 #include "report/drill.h"
 
 namespace flatline {
 namespace {
 
-std::string who(const std::string& cause, int rank) {
-  return rank >= 0 && cause == "zero_grad_rank" ? fmt::format("{} on rank {}", cause, rank) : cause;
-}
+std::string who(const std::string& cause, int rank) { return cause_with_rank(cause, rank, " on rank "); }
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;

@@ -21,7 +21,7 @@ font-size:12px;overflow-x:auto}.plots{display:flex;flex-wrap:wrap;gap:8px}.plot{
 .zero{color:#bbb}.diag{background:#eef4fb})";
 
 std::string with_rank(const std::string& cause, int rank) {
-  return rank >= 0 && cause == "zero_grad_rank" ? fmt::format("{} (rank {})", cause, rank) : cause;
+  return rank >= 0 && names_rank(cause) ? fmt::format("{} (rank {})", cause, rank) : cause;
 }
 
 std::string run_section(const RunData& run, const std::vector<PlotSpec>& specs, const std::vector<std::string>& svgs,
@@ -34,7 +34,8 @@ std::string run_section(const RunData& run, const std::vector<PlotSpec>& specs, 
     std::string truth = "healthy (no fault)";
     if (!m.faults.empty()) {
       const ManifestFault& f = m.faults.front();
-      truth = fmt::format("{}, mode {}: active from step {}, in place at step {}", with_rank(f.kind, f.rank), f.mode,
+      truth = fmt::format("{}, fault {}/{}: active from step {}, in place at step {}", with_rank(f.cause_id(), f.rank),
+                          f.kind, f.mode,
                           f.active_from, f.onset_step);
     }
     s += fmt::format("<p><b>truth</b> (manifest): {}; run {} after {:.1f} s, {} ranks, {} steps</p>\n",
@@ -71,8 +72,7 @@ std::string suite_section(const SuiteScore& s) {
                                 "run(s), expectations not met: {}</p>\n<pre>{}</pre>\n",
                                 s.correct, s.runs.size(), 100 * s.accuracy, s.false_alarms, s.healthy_runs,
                                 s.expect_failures, html_escape(render_table(s)));
-  const std::vector<std::string> causes = {"run_not_alive", "lr_zero", "data_replay", "loss_scale_collapse",
-                                           "zero_grad_rank", "healthy"};
+  const std::vector<std::string> causes = confusion_labels(s, /*every_checklist_cause=*/true);
   out += "<h2>confusion matrix</h2>\n<table><tr><th>truth \\ diagnosed</th>";
   for (const auto& c : causes) out += "<th>" + c + "</th>";
   out += "</tr>\n";

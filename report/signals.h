@@ -1,5 +1,5 @@
 // Signals: the series and tables a person reads when a loss goes flat, computed from one run's
-// telemetry (shared/DESIGN.md "The five causes", "first signal to read"). Shared by the terminal drill
+// telemetry (docs/DESIGN.md §2, "first signal to read"). Shared by the terminal drill
 // (text plots and tables) and the HTML report (gnuplot SVG), so both show the same numbers.
 // Step-indexed series come from rank 0 (or the lowest rank that has the field); x is the logged step,
 // in record order (a restart makes x go back, as it did in the run).

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <malloc.h>
 #include <unistd.h>
@@ -18,10 +19,14 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
-#include "faults/fault.h"
+#include "core/check.h"
+#include "faults/effects.h"
+#include "sim/amp.h"
+#include "sim/build_info.h"
 #include "sim/data.h"
 #include "sim/dist.h"
 #include "sim/fp16.h"
@@ -31,6 +36,7 @@
 #include "sim/sampler.h"
 #include "telemetry/async_writer.h"
 #include "telemetry/jsonl.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline {
 namespace fs = std::filesystem;
@@ -171,11 +177,9 @@ int64_t latest_checkpoint(const std::string& run_dir) {
 }
 
 struct Progress {  // everything besides model and optimizer that a checkpoint must restore
-  int64_t step = 0, sched_step = 0, opt_step = 0, samples_seen = 0;
+  TrainCounters c;
   SamplerState sampler;
-  LossScaler scaler;
-  int64_t log_step = 0;
-  double log_loss = 0;
+  LoggedStep logged;
 };
 
 // The model's spec, then "name [d0, d1, ...]" per parameter, one per line: what a checkpoint's model
@@ -216,19 +220,20 @@ void save_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, Tr
   model.save(ar);
   opt.save(opt_ar);
   ar.write("optimizer", opt_ar);
-  ar.write("progress", at::tensor({p.step, p.sched_step, p.opt_step, p.samples_seen, p.sampler.epoch,
-                                   p.sampler.position, p.scaler.growth_tracker, p.log_step}, at::kLong));
-  ar.write("progress_f", at::tensor({p.scaler.scale, p.log_loss}, at::kDouble));
+  ar.write("progress", at::tensor({p.c.step, p.c.sched_step, p.c.opt_step, p.c.samples_seen, p.sampler.epoch,
+                                   p.sampler.position, p.c.scaler.growth_tracker, p.logged.step}, at::kLong));
+  ar.write("progress_f", at::tensor({p.c.scaler.scale, p.logged.loss}, at::kDouble));
   ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
   const std::string path = fmt::format("{}/rank-{}.pt", dir, rank);
   ar.save_to(path + ".tmp");
   fs::rename(path + ".tmp", path);
 }
 
-Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model, Optimizer& opt) {
+Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model, Optimizer& opt,
+                         at::Device dev) {
   torch::serialize::InputArchive ar, opt_ar;
   const std::string file = fmt::format("{}/rank-{}.pt", dir, rank);
-  ar.load_from(file);
+  ar.load_from(file, dev);  // tensors onto this rank's device, whichever device wrote them
   c10::IValue layout;
   if (!ar.try_read("model_layout", layout) || !layout.isString())
     throw std::runtime_error(file + ": not a flatline checkpoint (no model_layout record)");
@@ -244,21 +249,40 @@ Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec
   ar.read("progress", pi);
   ar.read("progress_f", pf);
   ar.read("rng", rng);
+  pi = pi.cpu();
+  pf = pf.cpu();
+  rng = rng.cpu();
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(rng);
   auto i = pi.accessor<int64_t, 1>();
   auto f = pf.accessor<double, 1>();
   Progress p;
-  p.step = i[0];
-  p.sched_step = i[1];
-  p.opt_step = i[2];
-  p.samples_seen = i[3];
+  p.c.step = i[0];
+  p.c.sched_step = i[1];
+  p.c.opt_step = i[2];
+  p.c.samples_seen = i[3];
   p.sampler = {i[4], i[5]};
-  p.scaler.growth_tracker = i[6];
-  p.log_step = i[7];
-  p.scaler.scale = f[0];
-  p.log_loss = f[1];
+  p.c.scaler.growth_tracker = i[6];
+  p.logged.step = i[7];
+  p.c.scaler.scale = f[0];
+  p.logged.loss = f[1];
   return p;
+}
+
+// c10 errors carry a C++ backtrace after the message: the message alone is what a person reads.
+std::string message_of(const std::exception& e) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  return c10e ? c10e->what_without_backtrace() : e.what();
+}
+
+// The recoverable failures of a rank (trainer.h): a collective (CommError, sim/dist.h), the file system
+// (IoError, telemetry/jsonl.h; std::filesystem), a checkpoint or a device (already a RankError).
+// nullopt: a bug.
+std::optional<RankError::Kind> recoverable_kind(const std::exception& e) {
+  if (auto* r = dynamic_cast<const RankError*>(&e)) return r->kind();
+  if (dynamic_cast<const CommError*>(&e)) return RankError::Kind::comm;
+  if (dynamic_cast<const IoError*>(&e) || dynamic_cast<const fs::filesystem_error*>(&e)) return RankError::Kind::io;
+  return std::nullopt;
 }
 
 // The gradient multiplier the optimizer applies: the loss-scale unscale (GradScaler.unscale_) and, when
@@ -281,6 +305,69 @@ void keep_freed_memory() {
   (void)once;
 }
 
+// Where a rank trains and how: the scenario's device, process_group and kernels, resolved.
+struct Placement {
+  at::Device device{at::kCPU};
+  ProcessGroupKind process_group = ProcessGroupKind::none;
+  bool aten = false;  // kernels: aten
+};
+
+Placement placement(const Scenario& sc, int rank, int local_rank, int local_world) {
+  Placement p;
+  const ResolvedPlacement names = resolve_placement(sc);
+  p.aten = names.kernels == "aten";
+  p.process_group = names.process_group == "nccl"   ? ProcessGroupKind::nccl
+                    : names.process_group == "gloo" ? ProcessGroupKind::gloo
+                                                    : ProcessGroupKind::none;
+  if (sc.device != "cuda") return p;
+  const int gpus = cuda_device_count();
+  if (gpus == 0) throw RankError(RankError::Kind::device, fmt::format("rank {}: device cuda, but this process sees no GPU ({})", rank, devices_info()));
+  // NCCL takes one GPU per rank; Gloo stages CUDA tensors through the host, so ranks may share one
+  if (local_world > gpus && p.process_group != ProcessGroupKind::gloo)
+    throw RankError(RankError::Kind::device, fmt::format("rank {}: {} local ranks need {} GPUs (one per rank: cuda:LOCAL_RANK), this machine "
+                                "has {}; 'process_group: gloo' lets ranks share GPUs", rank, local_world, local_world, gpus));
+  p.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  return p;
+}
+
+// A step's telemetry scalars, host values in this order (kernels: aten gathers them on the device
+// into one float64 tensor of this layout, for one copy back).
+enum Scalar { kLoss, kLossAvg, kLocalGradNorm, kGradNorm, kZeros, kFoundInf, kUpdateSq, kParamSq, kMismatch,
+              kScaleUsed, kScalars };
+
+struct StepDeviceScalars {
+  at::Tensor loss, loss_avg, local_sq, zeros, found_inf, mismatch, scale_used;  // each float64, one value
+  at::Tensor gather(const at::Tensor& grad_norm, const at::Tensor& norms_sq, at::Device dev) const {
+    const at::Tensor zero = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
+    std::vector<at::Tensor> v(kScalars, zero);
+    auto set = [&](Scalar i, const at::Tensor& t) {
+      if (t.defined()) v[i] = t.to(at::kDouble).reshape({});
+    };
+    set(kLoss, loss);
+    set(kLossAvg, loss_avg);
+    if (local_sq.defined() && scale_used.defined()) set(kLocalGradNorm, local_sq.sqrt() / scale_used);
+    set(kGradNorm, grad_norm);
+    set(kZeros, zeros);
+    set(kFoundInf, found_inf);
+    if (norms_sq.defined()) {
+      set(kUpdateSq, norms_sq[0]);
+      set(kParamSq, norms_sq[1]);
+    }
+    set(kMismatch, mismatch);
+    set(kScaleUsed, scale_used);
+    return at::stack(v);
+  }
+};
+
+// A step's record, waiting for its scalars (kernels: aten) or completed at once (flatline).
+struct Pending {
+  Record r;
+  Readback scalars;
+  StepActions act;      // the step's fault actions (a frozen logger repeats its last step and loss)
+  bool log = false;     // this step writes a record (log_every, telemetry on)
+  int64_t numel = 0;    // gradient elements (the zero fraction's denominator)
+};
+
 int default_threads(int local_ranks) {
   unsigned hw = std::thread::hardware_concurrency();
   return std::max(1, static_cast<int>(hw == 0 ? 1 : hw) / std::max(1, local_ranks));
@@ -288,20 +375,29 @@ int default_threads(int local_ranks) {
 
 }  // namespace
 
-RankResult train_rank(const RankOptions& o) {
+static RankResult train_rank_unchecked(const RankOptions& o) {
   const Scenario& sc = o.scenario;
   const int rank = o.rank, world = o.world_size;
   keep_freed_memory();
   at::set_num_threads(o.threads > 0 ? o.threads : default_threads(o.local_world_size));
 
-  // ---- set-up: faults, schedule, telemetry, process group, data, model, optimizer -----------------
-  auto faults = make_faults(sc);
-  TrainPlan plan{LrSchedule(sc.schedule, sc.optimizer.lr)};
-  for (const auto& f : faults) f->plan(plan);
+  // ---- set-up: faults, schedule, telemetry, placement, process group, data, model, optimizer ------
+  RunPlan plan(sc);  // the faults, the schedule after their plan(), the rules of a step (faults/effects.h)
+  const Placement place =
+      placement(sc, rank, o.local_rank >= 0 ? o.local_rank : rank % std::max(1, o.local_world_size), o.local_world_size);
+  const at::Device dev = place.device;
+  const bool aten = place.aten;
+  if (dev.is_cuda()) c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).setDevice(dev);
 
   fs::create_directories(o.run_dir + "/telemetry");
   JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
-  AsyncRecordWriter out(tel);  // every record of this rank, written off the step in the order posted
+  // Rank 0 also writes the foreign-format logs the scenario asks for, on the writer thread (frameworks log on rank 0).
+  std::unique_ptr<FormatSink> formats;
+  if (rank == 0 && o.telemetry && !sc.formats.empty())
+    formats = std::make_unique<FormatSink>(sc.formats, format_context(sc, o.run_dir, o.run_t0, o.resume));
+  AsyncRecordWriter out(tel, std::chrono::milliseconds(5),  // every record of this rank, written off the step
+                        formats ? std::function<void(const Record&)>([&f = *formats](const Record& r) { f.write(r); })
+                                : nullptr);
   Clock clock(0);
   auto event = [&](const std::string& name, int64_t step, const std::string& detail = "") {
     Record r;
@@ -316,7 +412,8 @@ RankResult train_rank(const RankOptions& o) {
 
   const double my_start = wall_now();
   Comm comm(rank, world, o.master_addr, o.master_port,
-            std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
+            std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)), place.process_group,
+            dev);
   // The run's origin: given (the launcher's), else the one the first start recorded (a resume under
   // another launcher continues the run's clock), else rank 0's start, shared.
   const std::string origin_file = o.run_dir + "/checkpoints/run_t0";
@@ -331,8 +428,49 @@ RankResult train_rank(const RankOptions& o) {
   Watchdog watchdog(out, clock, rank, sc.heartbeat_s, o.telemetry);
 
   RankResult result;
+  Pending pending;  // kernels: aten: the last step's record, waiting for its scalars
+  Progress pr;
+  // Completes a step's record from its scalars (host values), then writes it.
+  auto complete = [&](Pending& p, const double* v) {
+    RunPlan::log(pr.logged, p.act, p.act.step, v[kLoss]);
+    result.losses.push_back(v[kLoss]);
+    if (v[kMismatch] != 0) ++result.param_mismatches;
+    if (!p.log) return;
+    Record& r = p.r;
+    r.step = pr.logged.step;
+    r.loss = pr.logged.loss;
+    r.loss_avg = RunPlan::logged_loss_avg(pr.logged, p.act, v[kLossAvg]);
+    r.param_mismatches = result.param_mismatches;
+    r.grad_norm = v[kGradNorm];
+    r.local_grad_norm = v[kLocalGradNorm];
+    r.grad_zero_frac = p.numel ? v[kZeros] / static_cast<double>(p.numel) : 0.0;
+    r.param_norm = std::sqrt(v[kParamSq]);
+    r.update_norm = std::sqrt(v[kUpdateSq]);
+    r.loss_scale = v[kScaleUsed];
+    r.overflow = v[kFoundInf] != 0;
+    out.post(std::move(r));
+  };
+  auto resolve = [&] {  // the pending record, once its scalars are on the host
+    if (!pending.scalars) return;
+    const at::Tensor h = comm.finish_read(pending.scalars, "reading back a step's telemetry scalars");
+    pending.scalars = Readback{};
+    pending.r.t = clock.t();  // when it is written: the file keeps the order of t (heartbeats came between)
+    complete(pending, h.data_ptr<double>());
+  };
+  // The `error` event of a failure; a writer that failed itself (a full disk) must not hide the failure.
+  auto note_error = [&](const std::string& msg) {
+    try {
+      event("error", result.last_step, msg);
+    } catch (...) {
+    }
+  };
   try {
-    const Data data = load_data(sc);
+    Data data;
+    try {
+      data = load_data(sc);
+    } catch (const std::runtime_error& e) {
+      throw IoError(fmt::format("rank {}: cannot load the training data: {}", rank, e.what()));
+    }
     std::shared_ptr<TrainModel> model;
     {
       // The default generator is process-wide: ranks run as threads in tests must not interleave draws.
@@ -341,43 +479,62 @@ RankResult train_rank(const RankOptions& o) {
       at::manual_seed(sc.seed);  // identical init on every rank; rank 0's is broadcast below anyway
       model = make_model(sc.model);
     }
-    model->set_precision(sc.precision);
+    model->to(dev);  // initialised on the CPU: the same parameters on every device
+    // aten: real autocast instead of the binary16 emulation
+    model->set_precision(aten ? "fp32" : sc.precision);
+    model->set_aten_kernels(aten);
+    const bool autocast = aten && sc.precision != "fp32";
+    const at::ScalarType amp_dtype = sc.precision == "bf16" ? at::kBFloat16 : at::kHalf;
     std::vector<at::Tensor> params = model->parameters();
     {
       at::NoGradGuard ng;
       for (auto& p : params) comm.broadcast(p, 0);
     }
-    Optimizer opt(sc.optimizer, params);
-    DistributedSampler sampler(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
+    // aten: every gradient a view into one flat buffer (DDP's gradient_as_bucket_view): backward
+    // accumulates into it, and the all-reduce and the statistics each take it in one op; its last
+    // element carries the loss through the all-reduce.
+    int64_t numel = 0;
+    for (auto& p : params) numel += p.numel();
+    at::Tensor flat_grad;
+    if (aten) {
+      flat_grad = at::zeros({numel + 1}, at::TensorOptions().dtype(at::kFloat).device(dev));
+      int64_t off = 0;
+      for (auto& p : params) {
+        p.mutable_grad() = flat_grad.slice(0, off, off + p.numel()).view_as(p);
+        off += p.numel();
+      }
+    }
+    Optimizer opt(sc.optimizer, params, aten);
+    std::optional<DistributedSampler> sampler_or;
+    try {
+      sampler_or.emplace(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
+    } catch (const std::invalid_argument& e) {  // the scenario asks more of its data than it holds
+      throw ScenarioError(fmt::format("{}: {}", sc.source, e.what()));
+    }
+    DistributedSampler& sampler = *sampler_or;
 
-    Progress pr;
-    pr.scaler.enabled = sc.precision == "fp16";
-    pr.scaler.scale = pr.scaler.enabled ? sc.loss_scale_init : 1.0;
-    pr.scaler.growth_interval = sc.loss_scale_growth_interval;
+    pr.c = plan.start();
     if (o.resume) {
       const int64_t ck = latest_checkpoint(o.run_dir);
-      if (ck < 0) throw RankError(fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint",
-                                              rank, o.run_dir));
-      const LossScaler configured = pr.scaler;
-      pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt);
-      pr.scaler.enabled = configured.enabled;  // settings come from the scenario, state from the checkpoint
-      pr.scaler.growth_interval = configured.growth_interval;
-      ResumeActions ra;
-      for (const auto& f : faults) f->resume(ra, pr.step);
-      if (!ra.restore_sampler) pr.sampler = SamplerState{};
-      if (ra.finish_scheduler) {  // the restored scheduler is one that ran to the end of a schedule to 0
-        plan.schedule.spec.min_lr = 0;
-        pr.sched_step = plan.schedule.spec.total;
+      if (ck < 0)
+        throw RankError(RankError::Kind::checkpoint,
+                        fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint", rank, o.run_dir));
+      try {
+        pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt, dev);
+      } catch (const std::exception& e) {
+        throw RankError(RankError::Kind::checkpoint, message_of(e));
       }
-      event("resume", pr.step, fmt::format("from checkpoint step {}", ck));
-      event("checkpoint_load", pr.step, checkpoint_dir(o.run_dir, ck));
+      if (!plan.resume(pr.c).restore_sampler) pr.sampler = SamplerState{};
+      event("resume", pr.c.step, fmt::format("from checkpoint step {}", ck));
+      event("checkpoint_load", pr.c.step, checkpoint_dir(o.run_dir, ck));
     } else {
       event("run_start", 0, fmt::format("world_size {}, scenario {}", world, sc.name));
     }
     sampler.set_state(pr.sampler);
+    GradScaler grad_scaler(pr.c.scaler, dev);  // aten: the scaler on the device (pr.c.scaler: checkpoints)
 
     const int per_micro = sc.batch_size;
-    for (int64_t step = pr.step + 1; step <= sc.steps; ++step) {
+    for (int64_t step = pr.c.step + 1; step <= sc.steps; ++step) {
       const auto t_step = std::chrono::steady_clock::now();
       StepActions act;
       act.step = step;
@@ -386,47 +543,84 @@ RankResult train_rank(const RankOptions& o) {
 
       // ---- data ---------------------------------------------------------------------------------
       watchdog.set(step, "data");
-      apply_all(faults, Hook::before_forward, act);
-      std::vector<int64_t> ids = act.batch_index >= 0 ? sampler.at(act.batch_index) : sampler.next();
+      plan.apply(Hook::before_forward, act);
+      const auto replaced = RunPlan::replaced_batch(act);
+      std::vector<int64_t> ids = replaced ? sampler.at(*replaced) : sampler.next();
       pr.sampler = sampler.state();
-      pr.samples_seen += static_cast<int64_t>(ids.size());
+      pr.c.samples_seen += static_cast<int64_t>(ids.size());
 
       // ---- forward + backward over grad_accum micro-batches (loss scaled for fp16) ------------------
       watchdog.set_phase("compute");
-      for (auto& p : params) p.mutable_grad().reset();  // set_to_none: backward assigns instead of adding
+      if (aten) flat_grad.zero_();
+      else
+        for (auto& p : params) p.mutable_grad().reset();  // set_to_none: backward assigns instead of adding
       double loss_sum = 0;
+      at::Tensor loss_acc;  // aten: the same sum, on the device
       for (int m = 0; m < sc.grad_accum; ++m) {
         auto [x, y] = data.batch(ids.data() + m * per_micro, per_micro, false);
         model->set_inject_inf(act.inject_inf && m == 0);
+        if (aten) {
+          at::Tensor loss;
+          {
+            AutocastGuard amp(dev.type(), amp_dtype, autocast);
+            loss = model->loss(x.to(dev, /*non_blocking=*/true), y.to(dev, /*non_blocking=*/true));
+          }
+          loss_acc = m == 0 ? loss.detach().clone() : loss_acc.add_(loss.detach());
+          // GradScaler.scale(loss), and the mean over micro-batches
+          if (!act.skip_backward)
+            (pr.c.scaler.enabled || sc.grad_accum > 1 ? loss * (grad_scaler.scale() / sc.grad_accum) : loss).backward();
+          continue;
+        }
         at::Tensor loss = model->loss(x, y);
         if (o.telemetry || world > 1) loss_sum += loss.item<double>();  // logged; all-reduced with the grads
-        const double factor = pr.scaler.scale / sc.grad_accum;  // fp16 loss scale; mean over micro-batches
+        const double factor = pr.c.scaler.scale / sc.grad_accum;  // fp16 loss scale; mean over micro-batches
         if (!act.skip_backward) (factor == 1.0 ? loss : loss * factor).backward();
       }
-      for (auto& p : params)
-        if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-      if (act.slowdown > 0)  // a straggler: this rank's forward + backward take (1 + slowdown) x as long
+      if (!aten)
+        for (auto& p : params)
+          if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+      if (act.slowdown > 0) {  // a straggler: this rank's forward + backward take (1 + slowdown) x as long
+        if (aten) comm.read(flat_grad.slice(0, 0, 1), "the straggler's backward");  // the device's time, not the launches'
         std::this_thread::sleep_for(std::chrono::duration<double>(
             act.slowdown * std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count()));
-      apply_all(faults, Hook::after_backward, act);
-      if (act.zero_grads || act.skip_backward)
-        for (auto& p : params) p.mutable_grad().zero_();
+      }
+      plan.apply(Hook::after_backward, act);
+      if (RunPlan::contributes_zeros(act)) {
+        if (aten) flat_grad.zero_();
+        else
+          for (auto& p : params) p.mutable_grad().zero_();
+      }
       std::vector<at::Tensor> grads;
       for (auto& p : params) grads.push_back(p.grad());
       // This rank's own gradient, before the all-reduce (zero_grad_rank's signal); grads stay scaled.
       // Zero count and overflow check: telemetry, and the fp16 scaler's skip decision.
-      const bool full_stats = o.telemetry || pr.scaler.enabled;
-      const TensorStats local = tensor_stats(grads, /*full=*/world == 1 && full_stats);
-      const double local_grad_norm = std::sqrt(local.sum_sq) / pr.scaler.scale;
+      const bool full_stats = o.telemetry || pr.c.scaler.enabled;
+      const at::Tensor flat_g = aten ? flat_grad.slice(0, 0, numel) : at::Tensor();
+      StepDeviceScalars dv;  // aten: this step's telemetry scalars, on the device
+      TensorStats local;
+      if (aten) {
+        if (o.telemetry) dv.local_sq = at::linalg_vector_norm(flat_g).to(at::kDouble).square();
+      } else {
+        local = tensor_stats(grads, /*full=*/world == 1 && full_stats);
+      }
+      const double local_grad_norm = std::sqrt(local.sum_sq) / pr.c.scaler.scale;
       const double loss = loss_sum / sc.grad_accum;
 
       // ---- all-reduce: mean of gradients and of the loss over ranks --------------------------------
-      apply_all(faults, Hook::at_allreduce, act);
+      plan.apply(Hook::at_allreduce, act);
       if (act.block_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(act.block_s));
       watchdog.set_phase("collective");
       const auto t_comm = std::chrono::steady_clock::now();
       double loss_avg = loss;
-      if (world > 1) {  // one flat buffer, one collective (as DDP's gradient buckets), the loss riding along
+      if (aten) {
+        flat_grad.slice(0, numel).copy_(loss_acc.div_(sc.grad_accum).reshape({1}));
+        if (o.telemetry) dv.loss = loss_acc.to(at::kDouble);
+        if (world > 1) {
+          comm.allreduce_sum(flat_grad);
+          flat_grad.div_(world);
+        }
+        if (o.telemetry) dv.loss_avg = flat_grad.slice(0, numel).to(at::kDouble).reshape({});
+      } else if (world > 1) {  // one flat buffer, one collective (as DDP's gradient buckets), the loss riding along
         std::vector<at::Tensor> flat_parts;
         for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
         flat_parts.push_back(at::full({1}, loss, at::kFloat));
@@ -443,131 +637,206 @@ RankResult train_rank(const RankOptions& o) {
       const double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_comm).count();
 
       // ---- optimizer: overflow check, unscale + clip, update (GradScaler + clip_grad_norm_ order) ----
-      // One pass over the (still scaled) gradients gives the norm, the zero count and the overflow check;
-      // the unscale and the clip coefficient are applied inside the optimizer's own pass.
+      // flatline: one pass over the (still scaled) gradients gives the norm, the zero count and the
+      // overflow check; the unscale and the clip coefficient are applied inside the optimizer's own pass.
+      // aten: GradScaler.unscale_ (its kernel: unscale + check), clip_grad_norm_, then step() only when
+      // the check found nothing, which is the one wait for the device a GradScaler step has (fp16).
       watchdog.set_phase("optimizer");
-      apply_all(faults, Hook::before_optimizer, act);
-      const double scale_used = pr.scaler.scale;
-      const TensorStats global = world == 1 ? local : tensor_stats(grads, full_stats);
-      const bool found_inf = !global.finite;
-      const double grad_norm = std::sqrt(global.sum_sq) / scale_used;
-      const bool skipped = pr.scaler.update(found_inf, act.max_loss_scale);
-      const double lr = plan.schedule.lr(pr.sched_step);
+      plan.apply(Hook::before_optimizer, act);
+      const double scale_used = pr.c.scaler.scale;
+      TensorStats global;
+      bool found_inf = false;
+      UpdateDecision upd;
+      double grad_norm = 0;
+      at::Tensor grad_norm_t;
+      if (aten) {
+        if (o.telemetry) {
+          dv.zeros = (numel - at::count_nonzero(flat_g)).to(at::kDouble);
+          dv.scale_used = grad_scaler.scale().to(at::kDouble).reshape({});  // a copy: update() changes it in place
+        }
+        const at::Tensor found = grad_scaler.unscale_({flat_g});
+        grad_norm_t = at::linalg_vector_norm(flat_g);
+        grad_scaler.update(found, act.max_loss_scale);
+        if (o.telemetry) dv.found_inf = found.to(at::kDouble).reshape({});
+        if (pr.c.scaler.enabled)
+          found_inf = comm.read(found, "the all-reduce and overflow check").item<float>() != 0;
+        upd = plan.count(pr.c, act, /*skip=*/found_inf);  // the device's scaler decided; pr.c.scaler at checkpoints
+      } else {
+        global = world == 1 ? local : tensor_stats(grads, full_stats);
+        found_inf = !global.finite;
+        grad_norm = std::sqrt(global.sum_sq) / scale_used;
+        upd = plan.update(pr.c, act, found_inf);
+      }
+      const bool skipped = upd.skip;
+      const double lr = upd.lr;
       UpdateNorms norms;
       const bool want_norms = o.telemetry || world > 1;  // logged; the cross-rank checksum below
       if (!skipped) {
-        norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip), want_norms);
-        ++pr.opt_step;
+        if (aten) {
+          if (sc.optimizer.grad_clip > 0)  // torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6), at most 1
+            flat_g.mul_((sc.optimizer.grad_clip / (grad_norm_t + 1e-6)).clamp_max(1.0));
+          norms = opt.step(lr, 1.0, want_norms);
+        } else {
+          norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip), want_norms);
+        }
       } else if (want_norms) {
-        norms.param_sq = tensor_stats(params, /*full=*/false).sum_sq;
+        if (aten) norms.sq = at::stack({at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev)),
+                                        sum_sq_on_device(params)});
+        else norms.param_sq = tensor_stats(params, /*full=*/false).sum_sq;
       }
-      if (!act.scheduler_frozen) ++pr.sched_step;
-      const double update_norm = std::sqrt(norms.update_sq), param_norm = std::sqrt(norms.param_sq);
 
       // ---- consistency (nccl-tests' #wrong): parameters must be identical on every rank -------------
       // The checksum is the squared parameter norm the optimizer summed in a fixed order: bit-identical
       // parameters give bit-identical sums (necessary, not sufficient; a diverged rank differs at once).
-      if (world > 1) {
+      bool mismatch = false;
+      if (world > 1 && aten) {
+        at::Tensor c = at::stack({norms.sq[1], -norms.sq[1]});
+        comm.allreduce_max(c);
+        dv.mismatch = (c[0] != -c[1]).to(at::kDouble);
+      } else if (world > 1) {
         const double checksum = norms.param_sq;
         at::Tensor c = at::tensor({checksum, -checksum}, at::kDouble);
         comm.allreduce_max(c);
-        if (c[0].item<double>() != -c[1].item<double>()) ++result.param_mismatches;
+        mismatch = c[0].item<double>() != -c[1].item<double>();
       }
 
       // ---- logging --------------------------------------------------------------------------------
-      apply_all(faults, Hook::at_logging, act);
-      if (!act.freeze_logging) {
-        pr.log_step = step;
-        pr.log_loss = loss;
-      }
-      if (o.telemetry && step % sc.log_every == 0) {  // real loggers print every N steps
-        Record r;
-        r.rank = rank;
-        r.t = clock.t();
-        r.step = pr.log_step;
-        r.opt_step = pr.opt_step;
-        r.loss = pr.log_loss;
-        r.loss_avg = act.freeze_logging ? pr.log_loss : loss_avg;
-        r.lr = lr;
-        r.grad_norm = grad_norm;
-        r.local_grad_norm = local_grad_norm;
-        r.grad_zero_frac = global.numel ? static_cast<double>(global.zeros) / static_cast<double>(global.numel) : 0.0;
-        r.param_norm = param_norm;
-        r.update_norm = update_norm;
-        r.loss_scale = scale_used;
-        r.overflow = found_inf;
-        r.skipped = skipped;
-        r.batch_hash = batch_hash(ids);
-        r.epoch = pr.sampler.epoch;
-        r.samples_seen = pr.samples_seen;
+      plan.apply(Hook::at_logging, act);
+      Pending p;
+      p.act = act;
+      p.log = o.telemetry && plan.logs(step);
+      p.numel = aten ? numel : global.numel;
+      Record& r = p.r;
+      r.rank = rank;
+      r.t = clock.t();
+      r.opt_step = pr.c.opt_step;
+      r.lr = lr;
+      r.skipped = skipped;
+      r.batch_hash = batch_hash(ids);
+      r.epoch = pr.sampler.epoch;
+      r.samples_seen = pr.c.samples_seen;
+      r.comm_ms = comm_ms;
+      if (aten) {
+        resolve();  // the step before: long done on the device by now
         r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
-        r.comm_ms = comm_ms;
-        out.post(std::move(r));
+        pending = std::move(p);
+        if (o.telemetry || world > 1) {
+          pending.scalars = comm.start_read(dv.gather(grad_norm_t, norms.sq, dev));
+        } else {  // bare (one rank, no telemetry): wait, so that step_ms is the device's time, not the launches'
+          comm.read(flat_grad.slice(0, 0, 1), "the step");
+          result.losses.push_back(0);
+        }
+      } else {
+        double v[kScalars] = {};
+        v[kLoss] = loss;
+        v[kLossAvg] = loss_avg;
+        v[kLocalGradNorm] = local_grad_norm;
+        v[kGradNorm] = grad_norm;
+        v[kZeros] = static_cast<double>(global.zeros);
+        v[kFoundInf] = found_inf;
+        v[kUpdateSq] = norms.update_sq;
+        v[kParamSq] = norms.param_sq;
+        v[kMismatch] = mismatch;
+        v[kScaleUsed] = scale_used;
+        r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
+        complete(p, v);
       }
-      pr.step = step;
+      pr.c.step = step;
       result.last_step = step;
-      result.losses.push_back(loss);
       result.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count());
 
       // ---- eval: every rank evaluates its share of the held-out batches; mean over ranks --------------
       if (sc.eval_every > 0 && step % sc.eval_every == 0) {
+        resolve();  // the step's record before the eval's
         watchdog.set_phase("eval");
         event("eval_start", step);
         at::NoGradGuard ng;
-        double sum = 0, n = 0;
+        const auto f64 = at::TensorOptions().dtype(at::kDouble).device(dev);
+        at::Tensor sum = at::zeros({}, f64);
+        double n = 0;
         const int64_t n_eval = data.eval_size();
         std::vector<int64_t> eids(static_cast<size_t>(per_micro));
         for (int b = rank; b < sc.eval_batches; b += world) {
           for (int i = 0; i < per_micro; ++i) eids[static_cast<size_t>(i)] = (int64_t{b} * per_micro + i) % n_eval;
           auto [x, y] = data.batch(eids.data(), per_micro, true);
-          sum += model->loss(x, y).item<double>();
+          AutocastGuard amp(dev.type(), amp_dtype, autocast);
+          sum.add_(model->loss(x.to(dev, /*non_blocking=*/true), y.to(dev, /*non_blocking=*/true)).to(at::kDouble));
           n += 1;
         }
-        at::Tensor s = at::tensor({sum, n}, at::kDouble);
+        at::Tensor s = at::stack({sum, at::full({}, n, f64)});
         comm.allreduce_sum(s);
+        const at::Tensor h = comm.read(s, "the eval all-reduce");
         Record e;
         e.kind = RecordKind::eval;
         e.rank = rank;
         e.t = clock.t();
         e.step = step;
-        e.eval_loss = s[0].item<double>() / std::max(1.0, s[1].item<double>());
+        e.eval_loss = h[0].item<double>() / std::max(1.0, h[1].item<double>());
         out.post(std::move(e));
         event("eval_end", step);
       }
 
       // ---- checkpoint: every rank saves its state; rank 0 marks it complete after a barrier ----------
       if (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) {
+        resolve();  // pr.logged of this step
         watchdog.set_phase("checkpoint");
+        if (aten) pr.c.scaler = grad_scaler.state();
         const std::string dir = checkpoint_dir(o.run_dir, step);
-        save_checkpoint(dir, rank, sc.model, *model, opt, pr);
+        try {
+          save_checkpoint(dir, rank, sc.model, *model, opt, pr);
+        } catch (const std::exception& e) {
+          throw RankError(RankError::Kind::checkpoint,
+                          fmt::format("{}/rank-{}.pt: cannot write the checkpoint: {}", dir, rank, message_of(e)));
+        }
         comm.barrier();
         if (rank == 0) std::ofstream(dir + "/COMPLETE") << step << "\n";
         event("checkpoint_save", step, dir);
       }
 
       // ---- restart: the scheduler stops every rank here; new processes resume from the checkpoint -----
-      if (!o.resume && sc.restart_at == step) {
+      if (plan.stops_for_restart(step, o.resume)) {
+        resolve();
         event("stop_for_restart", step);
         result.stopped_for_restart = true;
         break;
       }
     }
-    result.opt_steps = pr.opt_step;
+    resolve();
+    result.opt_steps = pr.c.opt_step;
     if (o.keep_params)
       for (auto& p : params) {
-        at::Tensor c = p.detach().contiguous().to(at::kFloat);
+        at::Tensor c = p.detach().contiguous().to(at::kFloat).cpu();
         result.params.insert(result.params.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
       }
     if (!result.stopped_for_restart)
       event("run_end", result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
-  } catch (const std::exception& e) {
-    // c10 errors carry a C++ backtrace after the message: the message alone is what a person reads.
-    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
-    const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
-    event("error", result.last_step, msg);
-    throw RankError(msg);
+  } catch (const std::exception& e) {  // typed by train_rank() below
+    // A completed step whose scalars arrived before the failure still gets its record.
+    if (pending.scalars && (!pending.scalars.done || pending.scalars.done->query())) {
+      try {
+        resolve();
+      } catch (...) {
+      }
+    }
+    const bool bug = !recoverable_kind(e) && !dynamic_cast<const InvariantError*>(&e) &&
+                     !dynamic_cast<const ScenarioError*>(&e);
+    note_error(bug ? "internal error: " + message_of(e) : message_of(e));
+    throw;
   }
   return result;
+}
+
+// The error tiers (trainer.h): the recoverable failures become RankError of their kind, wherever in the
+// set-up or the step they happen; a bug leaves as itself.
+RankResult train_rank(const RankOptions& o) {
+  try {
+    return train_rank_unchecked(o);
+  } catch (const RankError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (auto k = recoverable_kind(e)) throw RankError(*k, message_of(e));
+    throw;
+  }
 }
 
 double measure_step_ms(const Scenario& sc, int steps, int threads) {

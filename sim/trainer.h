@@ -2,31 +2,48 @@
 // train_rank() trains the scenario's model on its data from step 1 (or from the latest checkpoint when
 // resuming) to `steps`, or to the scenario's restart point, writing telemetry/rank-<r>.jsonl in the run
 // directory: a step record per optimizer step, heartbeats from a watchdog thread, events, eval records.
-// Errors: a collective that fails or times out (a peer died or hung) writes an `error` event and throws
-// RankError; every completed step's record is on disk by then (records are written and flushed, one
-// line each, by a background thread within microseconds of the step; train_rank drains it before it
-// returns or throws).
+// Errors, two tiers (docs/DESIGN.md §9): a recoverable failure of the rank — a collective that fails or
+// times out (a peer died or hung), the file system (a telemetry or data file), a checkpoint that cannot
+// be written or read — writes an `error` event and throws RankError of that kind. Anything else is a bug
+// and leaves as itself after the same `error` event ("internal error: ..."): InvariantError from a
+// FLATLINE_CHECK (core/check.h), or any other exception (std::logic_error from a broken precondition).
+// A scenario that asks more of its data than the data holds leaves as a ScenarioError. Either way every
+// completed step's record is on disk by then (records are written and flushed, one line each, by a background thread within
+// microseconds of the step; train_rank drains it before it returns or throws).
+// `device: cuda` with fewer GPUs than local ranks throws RankError naming both counts (unless
+// `process_group: gloo`, which lets ranks share GPUs).
+// With `kernels: aten` (CUDA's default) the step never waits for the device except where
+// torch.amp.GradScaler.step does (the overflow check, fp16 only): a step's telemetry scalars are
+// gathered on the device into one tensor, copied to pinned host memory, and its record is written
+// at the next step (or before a checkpoint, an eval, the end, or an error).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/protocol.h"
 #include "faults/scenario.h"
 
 namespace flatline {
 
 class RankError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  enum class Kind { comm, io, checkpoint, device };  // device: the GPUs the scenario asks for are not there
+  RankError(Kind k, const std::string& what) : std::runtime_error(what), kind_(k) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
 };
 
 struct RankOptions {
   Scenario scenario;
   std::string run_dir;             // telemetry/ and checkpoints/ go here
   int rank = 0, world_size = 1, local_world_size = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int local_rank = -1;             // LOCAL_RANK: device: cuda trains on cuda:local_rank; -1: rank % local_world_size
+  std::string master_addr = kDefaultMasterAddr;
+  int master_port = kDefaultMasterPort;
   bool resume = false;             // continue from the latest checkpoint in run_dir
   int threads = 0;                 // intra-op threads; 0: hardware cores / local ranks (at least 1)
   double run_t0 = 0;               // wall-clock seconds of the run's start; 0: rank 0's start, shared
@@ -41,7 +58,8 @@ struct RankOptions {
 struct RankResult {
   int64_t last_step = 0;           // last step completed
   int64_t opt_steps = 0;           // optimizer updates applied
-  int64_t param_mismatches = 0;    // steps after which parameters differed across ranks (must be 0)
+  int64_t param_mismatches = 0;    // steps after which parameters differed across ranks (must be 0; also in
+                                   // every step record, as nccl-tests' #wrong)
   bool stopped_for_restart = false;
   std::vector<float> params;       // flattened parameters, when keep_params
   std::vector<double> losses;      // this rank's loss per step (0 without telemetry on one rank)

@@ -83,6 +83,7 @@ std::string to_json(const Record& r) {
   put(s, "samples_seen", r.samples_seen);
   put(s, "step_ms", r.step_ms);
   put(s, "comm_ms", r.comm_ms);
+  put(s, "param_mismatches", r.param_mismatches);
   put_str(s, "phase", r.phase);
   put_str(s, "name", r.name);
   put_str(s, "detail", r.detail);
@@ -107,14 +108,14 @@ namespace sj = ::simdjson;
 // The fields of a record in the order to_json() writes them (and parse errors are reported in).
 enum Field : int {
   fKind, fRank, fT, fStep, fOptStep, fLoss, fLossAvg, fLr, fGradNorm, fLocalGradNorm, fGradZeroFrac, fParamNorm,
-  fUpdateNorm, fLossScale, fOverflow, fSkipped, fBatchHash, fEpoch, fSamplesSeen, fStepMs, fCommMs, fPhase, fName,
-  fDetail, fEvalLoss, kFields, fUnknown = kFields
+  fUpdateNorm, fLossScale, fOverflow, fSkipped, fBatchHash, fEpoch, fSamplesSeen, fStepMs, fCommMs, fParamMismatches,
+  fPhase, fName, fDetail, fEvalLoss, kFields, fUnknown = kFields
 };
 constexpr std::string_view kNames[kFields] = {
     "kind",       "rank",       "t",          "step",     "opt_step",  "loss",          "loss_avg",
     "lr",         "grad_norm",  "local_grad_norm", "grad_zero_frac", "param_norm", "update_norm", "loss_scale",
     "overflow",   "skipped",    "batch_hash", "epoch",    "samples_seen", "step_ms",    "comm_ms",
-    "phase",      "name",       "detail",     "eval_loss"};
+    "param_mismatches", "phase", "name",      "detail",     "eval_loss"};
 
 // Lines come from the writer in a fixed order: try where the last key left off first. Keys are
 // compared raw (not unescaped: none of ours has an escape; an escaped spelling is an unknown key).
@@ -295,6 +296,7 @@ struct LineCodec {
         case fSamplesSeen: ok = as_int(v, r.samples_seen, why); break;
         case fStepMs: ok = as_double(v, r.step_ms, why); break;
         case fCommMs: ok = as_double(v, r.comm_ms, why); break;
+        case fParamMismatches: ok = as_int(v, r.param_mismatches, why); break;
         case fPhase: { bool p = false; ok = as_string(v, r.phase, p, why); break; }
         case fName: { bool p = false; ok = as_string(v, r.name, p, why); break; }
         case fDetail: { bool p = false; ok = as_string(v, r.detail, p, why); break; }
@@ -306,7 +308,8 @@ struct LineCodec {
         const char* expected = id == fKind || id == fBatchHash || id == fPhase || id == fName || id == fDetail
                                    ? "a string"
                                : id == fOverflow || id == fSkipped                                    ? "true/false"
-                               : id == fRank || id == fStep || id == fOptStep || id == fEpoch || id == fSamplesSeen
+                               : id == fRank || id == fStep || id == fOptStep || id == fEpoch || id == fSamplesSeen ||
+                                         id == fParamMismatches
                                    ? "an integer"
                                    : "a number";
         err.set(order, fmt::format("field '{}': expected {}, got {}", kNames[id], expected, why));
@@ -361,16 +364,12 @@ Record parse_record(std::string_view line, const std::string& file, size_t line_
   return r;
 }
 
-size_t parse_jsonl_chunk(std::string_view data, const std::string& file, size_t first_line, bool final,
-                         std::vector<Record>& out, std::vector<std::string>* warnings) {
-  // The input in a padded buffer (simdjson reads up to SIMDJSON_PADDING bytes past a line): one per
-  // thread, kept at the largest size seen, so reading many files does not fault in fresh pages.
-  thread_local std::vector<char> buf;
-  if (buf.size() < data.size() + simdjson::SIMDJSON_PADDING) buf.resize(data.size() + simdjson::SIMDJSON_PADDING);
-  std::memcpy(buf.data(), data.data(), data.size());
-  std::memset(buf.data() + data.size(), 0, simdjson::SIMDJSON_PADDING);
-  const char* base = buf.data();
-  const size_t n = data.size(), cap = buf.size();
+namespace {
+
+// The complete lines of base[0, n) (a buffer with `cap` >= n + SIMDJSON_PADDING readable bytes),
+// appended to `out`; returns the bytes consumed and adds the lines consumed to *lines.
+size_t parse_padded(const char* base, size_t n, size_t cap, const std::string& file, size_t first_line, bool final,
+                    std::vector<Record>& out, std::vector<std::string>* warnings, size_t* lines) {
   // Room for every record: the line count estimated from the first 64 KiB (counting them all would
   // be one more pass over the input).
   const size_t sample = std::min<size_t>(n, 1 << 16);
@@ -404,7 +403,22 @@ size_t parse_jsonl_chunk(std::string_view data, const std::string& file, size_t 
       }
     }
   }
+  *lines += line_no - (first_line - 1);
   return pos;
+}
+
+}  // namespace
+
+size_t parse_jsonl_chunk(std::string_view data, const std::string& file, size_t first_line, bool final,
+                         std::vector<Record>& out, std::vector<std::string>* warnings) {
+  // The input in a padded buffer (simdjson reads up to SIMDJSON_PADDING bytes past a line): one per
+  // thread, kept at the largest size seen, so reading many files does not fault in fresh pages.
+  thread_local std::vector<char> buf;
+  if (buf.size() < data.size() + simdjson::SIMDJSON_PADDING) buf.resize(data.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(buf.data(), data.data(), data.size());
+  std::memset(buf.data() + data.size(), 0, simdjson::SIMDJSON_PADDING);
+  size_t lines = 0;
+  return parse_padded(buf.data(), data.size(), buf.size(), file, first_line, final, out, warnings, &lines);
 }
 
 std::vector<Record> parse_jsonl(std::string_view data, const std::string& file, std::vector<std::string>* warnings) {
@@ -423,18 +437,23 @@ JsonlReader::~JsonlReader() {
 
 bool JsonlReader::next(std::vector<Record>& out, std::vector<std::string>* warnings) {
   out.clear();
+  // buf_ holds [0, have_) read and not yet parsed (a partial last line), then room for a chunk and
+  // the padding simdjson reads past a line: parsed in place, no copy.
   while (out.empty()) {
-    if (eof_ && pending_.empty()) return false;
+    if (eof_ && have_ == 0) return false;
     if (!eof_) {
-      const size_t have = pending_.size();
-      pending_.resize(have + chunk_);
-      const size_t got = std::fread(pending_.data() + have, 1, chunk_, f_);
-      pending_.resize(have + got);
+      if (buf_.size() < have_ + chunk_ + simdjson::SIMDJSON_PADDING) buf_.resize(have_ + chunk_ + simdjson::SIMDJSON_PADDING);
+      const size_t got = std::fread(buf_.data() + have_, 1, chunk_, f_);
+      have_ += got;
       if (got < chunk_) eof_ = true;
     }
-    const size_t used = parse_jsonl_chunk(pending_, path_, line_, eof_, out, warnings);
-    line_ += static_cast<size_t>(std::count(pending_.begin(), pending_.begin() + static_cast<long>(used), '\n'));
-    pending_.erase(0, eof_ ? pending_.size() : used);
+    std::memset(buf_.data() + have_, 0, simdjson::SIMDJSON_PADDING);
+    size_t lines = 0;
+    const size_t used = parse_padded(buf_.data(), have_, buf_.size(), path_, line_, eof_, out, warnings, &lines);
+    line_ += lines;
+    const size_t left = eof_ ? 0 : have_ - used;
+    std::memmove(buf_.data(), buf_.data() + used, left);
+    have_ = left;
   }
   return true;
 }
@@ -500,7 +519,7 @@ JsonlWriter::JsonlWriter(const std::string& path, bool append) : impl_(new Impl)
   if (!impl_->f) {
     std::string err = std::strerror(errno);
     delete impl_;
-    throw std::runtime_error(path + ": cannot open for writing: " + err);
+    throw IoError(path + ": cannot open for writing: " + err);
   }
 }
 JsonlWriter::~JsonlWriter() {
@@ -512,7 +531,7 @@ void JsonlWriter::write(const Record& r) {
   line += '\n';
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (std::fwrite(line.data(), 1, line.size(), impl_->f) != line.size() || std::fflush(impl_->f) != 0)
-    throw std::runtime_error(impl_->path + ": write failed: " + std::strerror(errno));
+    throw IoError(impl_->path + ": write failed: " + std::strerror(errno));
 }
 
 }  // namespace flatline

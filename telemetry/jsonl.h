@@ -1,4 +1,4 @@
-// JSON Lines encoding of Record (shared/DESIGN.md "Telemetry"): one object per line, one file per
+// JSON Lines encoding of Record (docs/DESIGN.md §3): one object per line, one file per
 // rank (telemetry/rank-<r>.jsonl). Encoding is deterministic (fields in a fixed order, doubles in
 // shortest round-trip form) so that the same run gives byte-identical files.
 #pragma once
@@ -13,6 +13,13 @@
 namespace flatline {
 
 // A malformed input: names the file, the 1-based line and what was expected.
+// The file system refused a telemetry file (cannot open, write failed: a full disk). A recoverable,
+// typed failure (docs/DESIGN.md §9): the trainer turns it into a RankError.
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class ParseError : public std::runtime_error {
  public:
   ParseError(const std::string& file, size_t line, const std::string& what);
@@ -53,8 +60,9 @@ class JsonlReader {
   std::string path_;
   size_t chunk_;
   std::FILE* f_ = nullptr;
-  std::string pending_;  // bytes read, not yet parsed (a partial last line)
-  size_t line_ = 1;      // line number of pending_'s first line
+  std::vector<char> buf_;  // bytes read and not yet parsed (a partial last line), then room to read
+  size_t have_ = 0;        // bytes of buf_ in use
+  size_t line_ = 1;        // line number of buf_'s first line
   bool eof_ = false;
 };
 

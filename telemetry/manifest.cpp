@@ -10,6 +10,12 @@ namespace flatline {
 
 using nlohmann::json;
 
+bool Manifest::failure_expected() const {
+  for (const auto& f : faults)
+    if (f.ends_run) return true;
+  return false;
+}
+
 void write_manifest(const Manifest& m, const std::string& path) {
   json j;
   j["scenario"] = m.scenario;
@@ -21,9 +27,10 @@ void write_manifest(const Manifest& m, const std::string& path) {
   j["expect"] = {{"cause", m.expect_cause}, {"rank", m.expect_rank}, {"within_steps", m.expect_within_steps}};
   j["faults"] = json::array();
   for (const auto& f : m.faults) {
-    json jf = {{"kind", f.kind}, {"mode", f.mode}, {"rank", f.rank}, {"active_from", f.active_from},
-               {"onset_step", f.onset_step}};
+    json jf = {{"kind", f.kind}, {"cause", f.cause_id()}, {"mode", f.mode}, {"rank", f.rank},
+               {"active_from", f.active_from}, {"onset_step", f.onset_step}};
     if (std::isfinite(f.onset_t)) jf["onset_t"] = f.onset_t;
+    if (f.ends_run) jf["ends_run"] = true;
     j["faults"].push_back(jf);
   }
   j["status"] = m.status;
@@ -90,11 +97,13 @@ Manifest read_manifest(const std::string& path) {
       if (!f.is_object()) throw std::runtime_error(path + ": bad manifest field '" + where + "': got " + f.dump());
       ManifestFault mf;
       mf.kind = required_string(f, "kind", where, path);
+      mf.cause = field<std::string>(f, "cause", mf.kind, where, path);
       mf.mode = field<std::string>(f, "mode", "", where, path);
       mf.rank = field<int>(f, "rank", -1, where, path);
       mf.active_from = field<int64_t>(f, "active_from", -1, where, path);
       mf.onset_step = field<int64_t>(f, "onset_step", -1, where, path);
       mf.onset_t = field<double>(f, "onset_t", std::numeric_limits<double>::quiet_NaN(), where, path);
+      mf.ends_run = field<bool>(f, "ends_run", false, where, path);
       m.faults.push_back(mf);
     }
   }

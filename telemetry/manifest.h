@@ -1,5 +1,5 @@
 // Manifest: a run's ground truth (run_dir/manifest.json). Written by the launcher, read only by the
-// scorer: detectors never see it (DESIGN.md "Telemetry"). Records the resolved scenario, seed,
+// scorer: detectors never see it (docs/DESIGN.md §3). Records the resolved scenario, seed,
 // versions, each fault's kind, target rank, active_from and onset_step, and how the run ended.
 #pragma once
 #include <cstdint>
@@ -15,6 +15,9 @@ struct ManifestFault {
   int64_t active_from = -1;  // first step that differs from the healthy twin
   int64_t onset_step = -1;   // step at which the cause is fully in place
   double onset_t = std::numeric_limits<double>::quiet_NaN();  // run time of onset_step on the target
+  bool ends_run = false;     // the fault ends the run with an error by design (a hang): a failed run is its effect
+  std::string cause;         // the cause it injects (docs/DESIGN.md §2); empty in an older manifest
+  const std::string& cause_id() const { return cause.empty() ? kind : cause; }  // empty: named after it
 };
 
 struct Manifest {
@@ -26,6 +29,7 @@ struct Manifest {
   int64_t steps = 0;
   std::string versions;        // "flatline X; libtorch Y; ..."
   std::vector<ManifestFault> faults;
+  bool failure_expected() const;  // some fault ends the run by design
   std::string expect_cause = "healthy";
   int expect_rank = -1;
   int64_t expect_within_steps = 5;

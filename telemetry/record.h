@@ -1,5 +1,5 @@
-// Record: one line of telemetry, the contract between training and detection (shared/DESIGN.md,
-// "Telemetry"). A plain struct so that detectors, readers and the scorer never see torch.
+// Record: one line of telemetry, the contract between training and detection (docs/DESIGN.md
+// §3). A plain struct so that detectors, readers and the scorer never see torch.
 // Every field a real log may lack is optional; detectors say which check could not run without it.
 #pragma once
 #include <cstdint>
@@ -37,6 +37,8 @@ struct Record {
   std::optional<int64_t> samples_seen;      // samples consumed by this rank so far
   std::optional<double> step_ms;            // wall time of the whole step
   std::optional<double> comm_ms;            // wall time inside the gradient all-reduce
+  std::optional<int64_t> param_mismatches;  // steps so far after which parameters differed across ranks
+                                            // (the run's own wrong-count, as nccl-tests' #wrong; must be 0)
 
   // kind == heartbeat: phase in {data, compute, collective, optimizer, checkpoint, eval}
   std::string phase;

@@ -11,31 +11,25 @@
 #include <cmath>
 #include <limits>
 
+#include "core/protocol.h"
 #include "sim/sampler.h"
 
 namespace flatline::simdetail {
 namespace {
 constexpr double kEvalS = 2.0, kCheckpointS = 3.0, kRestartGapS = 20.0;  // simulated pauses
-constexpr double kTimeoutGraceS = 5.0;  // the launcher kills a hung rank this long after the others fail
-const Hook kHooks[] = {Hook::before_forward, Hook::after_backward, Hook::at_allreduce, Hook::before_optimizer,
-                       Hook::at_logging};
 }  // namespace
 
 Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
-    : sc_(s), sink_(sink), faults_(make_faults(s)), plan_{LrSchedule(s.schedule, s.optimizer.lr)},
-      sampler_(s.world_size, s.batch_size * s.grad_accum, s.seed), world_(s.world_size), seed_(s.seed) {
-  for (const auto& f : faults_) f->plan(plan_);
+    : sc_(s), sink_(sink), plan_(s), sampler_(s.world_size, s.batch_size * s.grad_accum, s.seed),
+      world_(s.world_size), seed_(s.seed), onsets_(plan_.truths()) {
   compute_ms_ = o.step_ms > 0 ? o.step_ms : kDefaultComputeMs;
   comm_ms_ = comm_ms(world_);
   hb_s_ = s.heartbeat_s > 0 ? s.heartbeat_s : 0.5;
   nparams_ = model_params(s.model);
-  tr_.scaler.enabled = s.precision == "fp16";
-  tr_.scaler.scale = tr_.scaler.enabled ? s.loss_scale_init : 1.0;
-  tr_.scaler.growth_interval = s.loss_scale_growth_interval;
-  tr_.log_step.assign(world_, 0);
-  tr_.log_loss.assign(world_, 0.0);
+  tr_.c = plan_.start();
+  tr_.logged.assign(world_, LoggedStep{});
   cls_.assign(world_, -1);
-  for (const auto& f : faults_) {
+  for (const auto& f : plan_.faults()) {
     const int r = f->spec().target_rank;
     if (r >= 0 && cls_[r] < 0) {
       cls_[r] = static_cast<int>(targeted_ranks_.size());
@@ -49,9 +43,7 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
   loss_.resize(world_);
   replay_.resize(world_);
   ids_.resize(static_cast<size_t>(sampler_.per_rank));
-  for (const auto& f : faults_) truths_.push_back(f->truth());
-  res_.truths = truths_;
-  res_.onset_t.assign(truths_.size(), std::numeric_limits<double>::quiet_NaN());
+  res_.truths = plan_.truths();
   step_rec_.kind = RecordKind::step;
   hb_rec_.kind = RecordKind::heartbeat;
   ev_rec_.kind = RecordKind::event;
@@ -60,17 +52,10 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
 // Every fault at every hook, once for the untargeted ranks (a fault acts alike on every rank it
 // targets) and once per targeted rank. No fault reads what another set, so the hooks can run first.
 void Walk::actions(int64_t s) {
-  auto fill = [&](StepActions& a, int rank) {
-    a = StepActions{};
-    a.step = s;
-    a.rank = rank;
-    a.world_size = world_;
-    for (Hook h : kHooks) apply_all(faults_, h, a);
-  };
   int rep = 0;
   while (rep < world_ && cls_[rep] >= 0) ++rep;
-  fill(generic_, rep < world_ ? rep : 0);
-  for (size_t i = 0; i < targeted_ranks_.size(); ++i) fill(targeted_[i], targeted_ranks_[i]);
+  generic_ = plan_.actions(s, rep < world_ ? rep : 0, world_);
+  for (size_t i = 0; i < targeted_ranks_.size(); ++i) targeted_[i] = plan_.actions(s, targeted_ranks_[i], world_);
 }
 
 SimResult Walk::run() {
@@ -84,6 +69,7 @@ SimResult Walk::run() {
       hang(s, hung);
       sink_.end(t_);
       res_.t_end = t_;
+      for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
       return res_;
     }
     step(s);
@@ -97,8 +83,7 @@ SimResult Walk::run() {
       e.eval_loss = loss_at(tr_.progress) * 1.03;
       for (int r = 0; r < world_; ++r) {
         e.rank = r;
-        sink_.write(e);
-        ++res_.records;
+        write(e);
         event(r, "eval_end", s, t_);
       }
     }
@@ -108,7 +93,7 @@ SimResult Walk::run() {
       saved_step_ = s;
       for (int r = 0; r < world_; ++r) event(r, "checkpoint_save", s, t_, fmt::format("checkpoints/step-{:08d}", s));
     }
-    if (!resumed_ && sc_.restart_at == s) {  // every rank stops; new processes resume from the checkpoint
+    if (plan_.stops_for_restart(s, resumed_)) {  // every rank stops; new processes resume from the checkpoint
       for (int r = 0; r < world_; ++r) event(r, "stop_for_restart", s, t_);
       resumed_ = true;
       t_ += kRestartGapS;
@@ -120,13 +105,7 @@ SimResult Walk::run() {
         break;
       }
       tr_ = saved_;
-      ResumeActions ra;
-      for (const auto& f : faults_) f->resume(ra, saved_step_);
-      if (!ra.restore_sampler) tr_.sampler_index = 0;  // SamplerState{}: epoch 0, position 0
-      if (ra.finish_scheduler) {
-        plan_.schedule.spec.min_lr = 0;
-        tr_.sched_step = plan_.schedule.spec.total;
-      }
+      if (!plan_.resume(tr_.c).restore_sampler) tr_.sampler_index = 0;  // SamplerState{}: epoch 0, position 0
       for (int r = 0; r < world_; ++r) {
         event(r, "resume", saved_step_, t_, fmt::format("from checkpoint step {}", saved_step_));
         event(r, "checkpoint_load", saved_step_, t_, fmt::format("checkpoints/step-{:08d}", saved_step_));
@@ -138,17 +117,18 @@ SimResult Walk::run() {
     for (int r = 0; r < world_; ++r) event(r, "run_end", res_.last_step, t_, "param_mismatches 0");
   res_.t_end = t_;
   sink_.end(t_);
+  for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
   return res_;
 }
 
 void Walk::step(int64_t s) {
   const StepActions& g = generic_;
   // ---- data: the sampler's next global batch, or the batch a fault asks for
-  const int64_t index = g.batch_index >= 0 ? g.batch_index : tr_.sampler_index++;
+  const int64_t index = RunPlan::replaced_batch(g).value_or(tr_.sampler_index);
+  if (!RunPlan::replaced_batch(g)) ++tr_.sampler_index;
   // ---- compute: per-rank forward + backward time; who contributes zeros; who emits inf
   int zeroed = 0, replayed = 0;
   bool inject_inf = false;
-  double max_scale = std::numeric_limits<double>::infinity();
   cmax_ = 0;
   for (int r = 0; r < world_; ++r) {
     const StepActions& a = act(r);
@@ -157,10 +137,9 @@ void Walk::step(int64_t s) {
     if (a.block_s > 0) c += a.block_s * 1000;  // shorter than the collective timeout: a late arrival
     compute_[r] = c;
     cmax_ = std::max(cmax_, c);
-    if (a.zero_grads || a.skip_backward) ++zeroed;
+    if (RunPlan::contributes_zeros(a)) ++zeroed;
     inject_inf = inject_inf || a.inject_inf;
-    max_scale = std::min(max_scale, a.max_loss_scale);
-    replay_[r] = (a.batch_index >= 0 ? a.batch_index : index) <= tr_.max_index;
+    replay_[r] = RunPlan::replaced_batch(a).value_or(index) <= tr_.max_index;
     replayed += replay_[r];
   }
   tr_.max_index = std::max(tr_.max_index, index);
@@ -175,21 +154,22 @@ void Walk::step(int64_t s) {
   const double loss_avg = loss_sum / world_;
   // ---- optimizer: unscale, overflow check, clip, update (GradScaler order)
   const double gn = grad_norm_at(tr_.progress) * (1 + 0.05 * gauss(key(seed_, 4, s, -1)));
-  const double scale_used = tr_.scaler.scale;
-  const double zero_frac = tr_.scaler.enabled ? underflow_fraction(scale_used, gn) : 0.0;
-  const bool overflow = inject_inf || (tr_.scaler.enabled && scale_used * gn * kMaxElemOverNorm > kFp16Max);
+  const double scale_used = tr_.c.scaler.scale;
+  double zero_frac = tr_.c.scaler.enabled ? underflow_fraction(scale_used, gn) : 0.0;
+  if ((1 - zero_frac) * nparams_ < 0.5) zero_frac = 1;  // not one element expected to survive: none does
+  const bool overflow = inject_inf || (tr_.c.scaler.enabled && scale_used * gn * kMaxElemOverNorm > kFp16Max);
   const double grad_norm = overflow ? std::numeric_limits<double>::infinity() : gn * contrib * (1 - zero_frac);
-  const bool skipped = tr_.scaler.update(overflow, max_scale);
-  const double lr = plan_.schedule.lr(tr_.sched_step);
+  // The scaler is shared by every rank; a clamp (scale_clamped_low) acts alike on all of them.
+  const UpdateDecision upd = plan_.update(tr_.c, g, overflow);
+  const bool skipped = upd.skip;
+  const double lr = upd.lr;
   double update_norm = 0;
   if (!skipped) {
-    ++tr_.opt_step;
     const double fresh = 1.0 - static_cast<double>(replayed) / world_;
-    tr_.progress += (plan_.schedule.peak > 0 ? lr / plan_.schedule.peak : 0) * contrib * (1 - zero_frac) * fresh;
+    tr_.progress += (plan_.schedule().peak > 0 ? lr / plan_.schedule().peak : 0) * contrib * (1 - zero_frac) * fresh;
     update_norm = lr * std::sqrt(nparams_) * 0.2 * (1 - zero_frac);
   }
-  if (!g.scheduler_frozen) ++tr_.sched_step;
-  tr_.samples_seen += sampler_.per_rank;
+  tr_.c.samples_seen += sampler_.per_rank;
   const double param_norm = 0.02 * std::sqrt(nparams_) * (1 + 0.5 * (1 - std::exp(-tr_.progress / 5000)));
   // ---- timing: the all-reduce starts when the slowest rank arrives
   step_t0_ = t_;
@@ -197,7 +177,7 @@ void Walk::step(int64_t s) {
   const double t_end = t_ + step_ms / 1000;
   // ---- logging: heartbeats inside the step, then the step record, rank by rank
   Record& rec = step_rec_;
-  rec.opt_step = tr_.opt_step;
+  rec.opt_step = tr_.c.opt_step;
   rec.lr = lr;
   rec.grad_norm = grad_norm;
   rec.grad_zero_frac = zero_frac;
@@ -207,38 +187,39 @@ void Walk::step(int64_t s) {
   rec.overflow = overflow;
   rec.skipped = skipped;
   rec.epoch = sampler_.epoch(index);
-  rec.samples_seen = tr_.samples_seen;
+  rec.samples_seen = tr_.c.samples_seen;
   rec.step_ms = step_ms;
+  rec.param_mismatches = 0;  // modelled ranks apply one update
+  const bool logged = plan_.logs(s);
   for (int r = 0; r < world_; ++r) {
     const StepActions& a = act(r);
     beats_until(r, t_end, s);
-    if (!a.freeze_logging) {
-      tr_.log_step[r] = s;
-      tr_.log_loss[r] = loss_[r];
-    }
-    const bool zero = a.zero_grads || a.skip_backward;
-    sampler_.ids(a.batch_index >= 0 ? a.batch_index : index, r, ids_.data());
+    RunPlan::log(tr_.logged[r], a, s, loss_[r]);
+    if (!logged) continue;
+    const bool zero = RunPlan::contributes_zeros(a);
+    sampler_.ids(RunPlan::replaced_batch(a).value_or(index), r, ids_.data());
     rec.rank = r;
     rec.t = t_end + 1e-4 * unif(key(seed_, 5, s, r));  // ranks write a fraction of a ms apart
-    rec.step = tr_.log_step[r];
-    rec.loss = tr_.log_loss[r];
-    rec.loss_avg = a.freeze_logging ? tr_.log_loss[r] : loss_avg;
+    rec.step = tr_.logged[r].step;
+    rec.loss = tr_.logged[r].loss;
+    rec.loss_avg = RunPlan::logged_loss_avg(tr_.logged[r], a, loss_avg);
+    // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
     rec.local_grad_norm = zero ? 0.0
                           : a.inject_inf ? std::numeric_limits<double>::infinity()
-                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(key(seed_, 6, s, r)));
+                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(key(seed_, 6, s, r))) * (1 - zero_frac);
     rec.batch_hash = batch_hash(ids_.data(), ids_.size());
     rec.comm_ms = cmax_ - compute_[r] + comm_ms_;
-    sink_.write(rec);
-    ++res_.records;
+    write(rec);
     ++res_.step_records;
-    onset(s, r, rec.t);
   }
   t_ = t_end + 1e-4;
   res_.last_step = s;
 }
 
 // A rank blocks past the collective timeout: the others wait in the all-reduce with heartbeats going
-// on until it times out (an `error` event each); the hung rank is killed a little later.
+// on until it times out (an `error` event each); the hung rank ends when its block does (its peers are
+// gone) or when the launcher kills it, kKillGraceS after the first failure (core/protocol.h), as the
+// harness does.
 void Walk::hang(int64_t s, int hung) {
   step_t0_ = t_;
   cmax_ = 0;
@@ -246,7 +227,10 @@ void Walk::hang(int64_t s, int hung) {
     compute_[r] = compute_ms_ * (1 + 0.02 * gauss(key(seed_, 1, s, r)));
     cmax_ = std::max(cmax_, compute_[r]);
   }
-  const double arrive_max = t_ + (kDataMs + cmax_) / 1000, t_kill = arrive_max + sc_.collective_timeout_s + kTimeoutGraceS;
+  double first_err = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < world_; ++r)
+    if (r != hung) first_err = std::min(first_err, t_ + (kDataMs + compute_[r]) / 1000 + sc_.collective_timeout_s);
+  const double t_kill = std::min(t_ + (kDataMs + compute_[hung]) / 1000 + act(hung).block_s, first_err + kKillGraceS);
   compute_[hung] = cmax_ = std::numeric_limits<double>::infinity();  // never arrives; the others wait
   std::vector<char> failed(world_, 0);
   for (double tau = t_ + hb_s_; tau < t_kill + hb_s_; tau += hb_s_) {  // time slices: ranks interleave
@@ -263,7 +247,6 @@ void Walk::hang(int64_t s, int hung) {
       }
     }
   }
-  onset(s, hung, t_);
   t_ = t_kill;
   res_.failed = true;
   res_.error = fmt::format("rank {} hung before the all-reduce of step {}; the others timed out", hung, s);
@@ -291,8 +274,7 @@ void Walk::heartbeat(int r, double t, int64_t s, const char* phase) {
   hb_rec_.t = t;
   hb_rec_.step = s;
   hb_rec_.phase = phase;
-  sink_.write(hb_rec_);
-  ++res_.records;
+  write(hb_rec_);
   ++res_.heartbeats;
 }
 
@@ -302,15 +284,13 @@ void Walk::event(int r, const char* name, int64_t s, double t, const std::string
   ev_rec_.step = s;
   ev_rec_.name = name;
   ev_rec_.detail = detail;
-  sink_.write(ev_rec_);
-  ++res_.records;
+  write(ev_rec_);
 }
 
-void Walk::onset(int64_t s, int r, double t) {
-  for (size_t i = 0; i < truths_.size(); ++i)
-    if (truths_[i].onset_step == s && (truths_[i].rank < 0 ? r == 0 : truths_[i].rank == r) &&
-        !std::isfinite(res_.onset_t[i]))
-      res_.onset_t[i] = t;
+void Walk::write(const Record& r) {
+  sink_.write(r);
+  onsets_.observe(r);
+  ++res_.records;
 }
 
 // trainer.cpp's watchdog phases: data, compute (forward + backward, or a block before the

@@ -4,8 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "faults/fault.h"
-#include "sim/loss_scaler.h"
+#include "faults/effects.h"
 #include "sim/simulate/model.h"
 #include "sim/simulate/simulator.h"
 
@@ -17,12 +16,12 @@ class Walk {
   SimResult run();
 
  private:
-  struct Train {  // what a checkpoint restores (model progress, optimizer, scheduler, sampler, scaler)
-    double progress = 0;
-    int64_t opt_step = 0, sched_step = 0, sampler_index = 0, samples_seen = 0, max_index = -1;
-    LossScaler scaler;
-    std::vector<int64_t> log_step;
-    std::vector<double> log_loss;
+  struct Train {  // what a checkpoint restores (model progress, counters and scaler, sampler, loggers)
+    TrainCounters c;                // shared by every rank (they step in lockstep)
+    double progress = 0;            // the model's training progress (model.h)
+    int64_t sampler_index = 0;      // the sampler's next global batch
+    int64_t max_index = -1;         // the highest global batch trained so far (a lower one is a replay)
+    std::vector<LoggedStep> logged; // per rank
   };
 
   void actions(int64_t step);            // fills act_ for every rank class
@@ -34,12 +33,11 @@ class Walk {
   void beats_until(int r, double until, int64_t s);  // heartbeats of rank r inside the current step
   const char* phase_at(int r, double t) const;       // the watchdog's phase of rank r at t
   void heartbeat(int r, double t, int64_t s, const char* phase);
-  void onset(int64_t s, int r, double t);
+  void write(const Record& r);                       // to the sink, and to the onset clock
 
   const Scenario& sc_;
   RecordSink& sink_;
-  std::vector<std::unique_ptr<Fault>> faults_;
-  TrainPlan plan_;
+  RunPlan plan_;
   FleetSampler sampler_;
   int world_;
   uint64_t seed_;
@@ -60,7 +58,7 @@ class Walk {
   double step_t0_ = 0, cmax_ = 0;
   Record step_rec_, hb_rec_, ev_rec_;
   SimResult res_;
-  std::vector<FaultTruth> truths_;
+  OnsetClock onsets_;
 };
 
 }  // namespace flatline::simdetail

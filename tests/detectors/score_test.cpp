@@ -171,6 +171,7 @@ TEST(Score, FailedRunMissesItsExpectationUnlessDeathWasExpected) {
 
   Manifest hang = faulty("run_not_alive", 1, 300, 300);
   hang.status = "failed";
+  hang.faults[0].ends_run = true;  // a hang ends the run by design
   hang.error = "collective timeout after 30 s";
   r = score_run(hang, diag("run_not_alive", 301));
   EXPECT_TRUE(r.correct);

@@ -1,5 +1,10 @@
-// Synthetic telemetry for detector tests: a small seeded generator of per-rank record streams that
-// look like the harness's (shared/DESIGN.md "Telemetry"): step records with a decaying noisy loss,
+// Synthetic telemetry for detector tests. Not a third executor of the faults: the faults' effects are
+// carried out by the trainer and the simulator (faults/effects.h; tests/sim/fault_effects_test.cpp and
+// conformance_test.cpp hold them to it). This generator's knobs (an lr function, a batch-index function,
+// missing fields, arrival orders, lost restart events) describe what a detector sees, including streams
+// no fault produces (real logs lack fields, interleave oddly); its fp16 scaler is the shared LossScaler.
+// A small seeded generator of per-rank record streams that
+// look like the harness's (docs/DESIGN.md §3): step records with a decaying noisy loss,
 // a warmup + cosine lr, grad norms, distinct batch hashes per rank per step; heartbeats every
 // hb_s with the phase the rank is in; checkpoint/eval pauses, restarts, hangs and fp16 loss
 // scaling. Faults are injected through the hooks of Spec. Deterministic: splitmix64 everywhere
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "detectors/detector.h"
+#include "sim/loss_scaler.h"
 #include "telemetry/record.h"
 
 namespace flatline::testing {
@@ -128,10 +134,13 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
     for (int r = 0; r < sp.world; ++r) segs[r].push_back({t0, t1, phase, step});
   };
 
-  double T = 0, scale = sp.init_scale;
-  int64_t clean = 0, opt = 0, last_done = 0;
+  double T = 0;
+  LossScaler scaler;  // the harness's and the simulator's scaler (GradScaler semantics)
+  scaler.scale = sp.init_scale;
+  scaler.growth_interval = sp.growth_interval;
+  int64_t opt = 0, last_done = 0;
   bool resumed = false, overflow_next = false;
-  std::map<int64_t, double> scale_at;  // checkpointed scaler state
+  std::map<int64_t, LossScaler> scale_at;  // checkpointed scaler state
   std::map<int64_t, int64_t> opt_at;
   for (int r = 0; r < sp.world; ++r) event(r, 0.0, "run_start", 0);
   int64_t step = 1;
@@ -162,11 +171,11 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
     // --- fp16 scaler (PyTorch GradScaler: backoff 0.5 and skip on overflow, growth 2x)
     bool overflow = false;
     if (sp.fp16) {
-      if (sp.max_scale) scale = std::min(scale, sp.max_scale(step));
+      if (sp.max_scale) scaler.scale = std::min(scaler.scale, sp.max_scale(step));
       overflow = (!resumed && step <= sp.initial_overflows) || (sp.overflow && sp.overflow(step)) || overflow_next;
       overflow_next = false;
     }
-    const double used_scale = sp.fp16 ? scale : 1.0;
+    const double used_scale = sp.fp16 ? scaler.scale : 1.0;
     const bool underflow = sp.fp16 && !overflow && used_scale < 1;
     if (!overflow) ++opt;
     const double lr_h = healthy_lr(sp, step);
@@ -210,14 +219,9 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
     }
     if (sp.stale_from < 0 || step < sp.stale_from) frozen_loss = loss_avg;
     if (sp.fp16) {
-      if (overflow) {
-        scale *= 0.5;
-        clean = 0;
-      } else if (++clean >= sp.growth_interval) {
-        scale *= 2;
-        clean = 0;
-        overflow_next = sp.overflow_after_growth;
-      }
+      const double before = scaler.scale;
+      scaler.update(overflow);
+      if (scaler.scale > before) overflow_next = sp.overflow_after_growth;
     }
     last_done = step;
 
@@ -240,7 +244,7 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
       seg(T, T + sp.pause_s, "checkpoint", step);
       T += sp.pause_s;
       for (int r = 0; r < sp.world; ++r) event(r, T, "checkpoint_save", step);
-      scale_at[step] = scale;
+      scale_at[step] = scaler;
       opt_at[step] = opt;
     }
     // --- restart: every rank stops, new processes resume from the checkpoint
@@ -256,7 +260,7 @@ inline std::vector<std::vector<Record>> generate(const Spec& sp) {
       T += sp.restart_gap_s + sp.startup_s;
       resumed = true;
       step = sp.restart_from;
-      if (scale_at.count(step)) scale = scale_at[step];
+      if (scale_at.count(step)) scaler = scale_at[step];
       if (opt_at.count(step)) opt = opt_at[step];
       for (int r = 0; r < sp.world; ++r)
         if (sp.restart_events) {

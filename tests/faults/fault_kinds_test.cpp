@@ -41,6 +41,7 @@ TEST(RunNotAliveFault, HangBlocksOnlyTheTargetRankOnceAtTheAllReduce) {
   EXPECT_EQ(at(*fs[0], Hook::at_allreduce, 51, 1).block_s, 0.0);
   EXPECT_EQ(at(*fs[0], Hook::before_forward, 50, 1).block_s, 0.0);
   EXPECT_EQ(fs[0]->truth().onset_step, 50);
+  EXPECT_TRUE(fs[0]->truth().ends_run);  // the run's failure is the fault's effect, not the harness's
   EXPECT_EQ(error_of("", "{kind: run_not_alive, at: 50, params: {mode: hang}}"),
             "k.yaml:6: run_not_alive/hang needs a target rank");
 }
@@ -50,6 +51,7 @@ TEST(RunNotAliveFault, StaleLoggingFreezesTheLogFromTheOnset) {
   EXPECT_FALSE(at(*fs[0], Hook::at_logging, 149, 0).freeze_logging);
   EXPECT_TRUE(at(*fs[0], Hook::at_logging, 150, 0).freeze_logging);
   EXPECT_TRUE(at(*fs[0], Hook::at_logging, 299, 1).freeze_logging);
+  EXPECT_FALSE(fs[0]->truth().ends_run);
 }
 
 TEST(DataReplayFault, CycleWindowRepeatsTheSameBatchIndicesAndIsTrueFromTheFirstRepeat) {

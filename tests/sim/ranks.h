@@ -2,6 +2,9 @@
 // ProcessGroupGloo over one TCPStore), collect the first error, return every rank's result.
 #pragma once
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <random>
@@ -9,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/ports.h"
 #include "faults/scenario.h"
 #include "sim/trainer.h"
 #include "telemetry/jsonl.h"
@@ -40,13 +44,12 @@ inline std::string temp_dir(const std::string& name) {
   return d.string();
 }
 
-inline int test_port() {
-  static int next = 20000 + static_cast<int>(std::random_device{}() % 20000);
-  return next += 7;
-}
+// A free port below the ephemeral range (core/ports.h: a kernel-picked one lets a rank connect to itself).
+inline int test_port() { return free_tcp_port(); }
 
+// `errors`: where each rank's error goes (a run expected to fail); without it, every rank must succeed.
 inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& dir, bool resume = false,
-                                         bool keep_params = true) {
+                                         bool keep_params = true, std::vector<std::string>* errors_out = nullptr) {
   std::vector<RankResult> out(static_cast<size_t>(s.world_size));
   std::vector<std::string> errors(out.size());
   std::vector<std::thread> ts;
@@ -70,7 +73,9 @@ inline std::vector<RankResult> run_ranks(const Scenario& s, const std::string& d
       }
     });
   for (auto& t : ts) t.join();
-  for (const auto& e : errors) EXPECT_EQ(e, "");
+  if (errors_out) *errors_out = errors;
+  else
+    for (const auto& e : errors) EXPECT_EQ(e, "");
   return out;
 }
 

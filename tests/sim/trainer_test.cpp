@@ -171,3 +171,42 @@ INSTANTIATE_TEST_SUITE_P(EveryCheckpoint, ResumeAt,
                          ::testing::Combine(::testing::Values(3, 5, 7, 9), ::testing::Values("fp32", "fp16")));
 
 }  // namespace flatline::test
+
+namespace flatline::test {
+
+// The error tiers (sim/trainer.h): the file system refusing the run directory is a RankError of kind
+// io that names the path; a scenario asking more of its data than the data holds is a ScenarioError.
+TEST(ErrorTiers, AnUnwritableRunDirIsAnIoRankError) {
+  RankOptions o;
+  o.scenario = tiny_gpt(1, 2);
+  o.run_dir = "/proc/flatline-cannot-write-here";
+  o.threads = 1;
+  o.run_t0 = 1.0;
+  try {
+    train_rank(o);
+    FAIL() << "trained";
+  } catch (const RankError& e) {
+    EXPECT_EQ(e.kind(), RankError::Kind::io);
+    EXPECT_NE(std::string(e.what()).find("/proc/flatline-cannot-write-here"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ErrorTiers, ABatchLargerThanTheDatasetIsAScenarioError) {
+  Scenario s = tiny_gpt(1, 2);
+  s.data.kind = "fashion_mnist";
+  s.model.kind = "cnn";
+  s.batch_size = 70000;  // Fashion-MNIST has 60000 training images
+  RankOptions o;
+  o.scenario = s;
+  o.run_dir = temp_dir("too-big");
+  o.threads = 1;
+  o.run_t0 = 1.0;
+  EXPECT_THROW(train_rank(o), ScenarioError);
+  std::string events;
+  for (const auto& r : read_jsonl(o.run_dir + "/telemetry/rank-0.jsonl", nullptr))
+    if (r.kind == RecordKind::event && r.name == "error") events += r.detail;
+  EXPECT_NE(events.find("smaller than one global batch"), std::string::npos) << events;
+  EXPECT_EQ(events.find("internal error"), std::string::npos) << events;
+}
+
+}  // namespace flatline::test
