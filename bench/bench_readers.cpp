@@ -26,6 +26,11 @@
 #endif
 #include "readers/tensorboard.pb.h"
 #include "readers/tfrecord.h"
+#if __has_include("readers/wandb_run.pb.h")
+#include <zlib.h>
+
+#include "readers/wandb_run.pb.h"
+#endif
 #include "sim/simulate/simulator.h"
 #include "sim/simulate/sinks.h"
 #include "telemetry/jsonl.h"
@@ -208,6 +213,71 @@ std::string tensorboard_events(int64_t n) {
 }
 void BM_ReadTensorBoard(benchmark::State& st) { bench_file(st, "tb/events.out.tfevents.1.bench", tensorboard_events); }
 BENCHMARK(BM_ReadTensorBoard)->Arg(20000)->Unit(benchmark::kMillisecond);
+
+#if __has_include("readers/wandb_run.pb.h")
+// A W&B run's transaction log (readers/wandb_run.cpp): one HistoryRecord per step with the HF
+// integration's keys, framed in 32 KiB LevelDB blocks with W&B's header and CRC-32.
+std::string wandb_run(int64_t n) {
+  std::string out(":W&B\xe1\xbe\x00", 7), chunk;
+  auto put = [&](const std::string& rec) {
+    size_t at = 0;
+    bool first = true;
+    while (true) {
+      size_t left = 32768 - out.size() % 32768;
+      if (left < 7) {
+        out.append(left, '\0');
+        left = 32768;
+      }
+      const size_t len = std::min(rec.size() - at, left - 7);
+      const bool last = at + len == rec.size();
+      const unsigned char type = first && last ? 1 : first ? 2 : last ? 4 : 3;
+      uLong c = ::crc32(0L, &type, 1);
+      c = ::crc32(c, reinterpret_cast<const Bytef*>(rec.data() + at), static_cast<uInt>(len));
+      for (int i = 0; i < 4; ++i) out += static_cast<char>((c >> (8 * i)) & 0xff);
+      out += static_cast<char>(len & 0xff);
+      out += static_cast<char>(len >> 8);
+      out += static_cast<char>(type);
+      out.append(rec, at, len);
+      at += len;
+      first = false;
+      if (last) break;
+    }
+  };
+  for (int64_t i = 1; i <= n; ++i) {
+    wb::Record r;
+    r.set_num(i);
+    auto* h = r.mutable_history();
+    h->mutable_step()->set_num(i - 1);
+    for (auto [k, v] : {std::pair<const char*, double>{"train/loss", loss_at(i)}, {"train/learning_rate", lr_at(i)},
+                        {"train/grad_norm", 0.5 + 1.0 / static_cast<double>(i)}, {"train/epoch", i / 1000.0},
+                        {"train/global_step", static_cast<double>(i)}, {"_step", static_cast<double>(i - 1)},
+                        {"_runtime", 0.5 * static_cast<double>(i)}, {"_timestamp", 1.7e9 + 0.5 * static_cast<double>(i)}}) {
+      auto* it = h->add_item();
+      it->add_nested_key(k);
+      it->set_value_json(fmt::format("{}", v));
+    }
+    put(r.SerializeAsString());
+  }
+  return out;
+}
+void BM_ReadWandbRun(benchmark::State& st) { bench_file(st, "wandb/run-bench.wandb", wandb_run); }
+BENCHMARK(BM_ReadWandbRun)->Arg(20000)->Unit(benchmark::kMillisecond);
+#endif
+
+#ifdef FLATLINE_READERS_FOLLOW
+// A job's console (readers/console.cpp): HF Trainer's printed dicts (transformers 5's quoted values)
+// between tqdm bar redraws, as a captured stdout has them.
+std::string console_log(int64_t n) {
+  std::string s;
+  for (int64_t i = 1; i <= n; ++i)
+    s += fmt::format(" {:3d}%|#         | {}/{} [00:{:02d}<00:10, 12.00it/s]\r{{'loss': '{:.4g}', 'grad_norm': '{:.4g}', "
+                     "'learning_rate': '{:.4g}', 'epoch': '{:.3g}'}}\n",
+                     i * 100 / n, i, n, i % 60, loss_at(i), 0.5 + 1.0 / static_cast<double>(i), lr_at(i), i / 1000.0);
+  return s;
+}
+void BM_ReadConsoleLog(benchmark::State& st) { bench_file(st, "console.log", console_log); }
+BENCHMARK(BM_ReadConsoleLog)->Arg(20000)->Unit(benchmark::kMillisecond);
+#endif
 
 #ifdef FLATLINE_READERS_FOLLOW
 // --follow's latency, from a line written to its finding: a Megatron log (tests/data/logs/megatron

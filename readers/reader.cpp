@@ -398,8 +398,8 @@ LogData read_log(const std::string& path, const std::string& format) {
 // --- LogStream ---------------------------------------------------------------------------------------
 
 namespace {
-constexpr size_t kStreamBudget = size_t{256} << 20;  // bytes of chunks over all files
-constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 1 << 20;
+constexpr size_t kStreamBudget = size_t{128} << 20;  // bytes of chunks over all files
+constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 256 << 10;  // reused buffers: touched once
 }  // namespace
 
 struct LogStream::Impl {
@@ -492,7 +492,9 @@ LogStream::LogStream(const std::string& path, const std::string& format) : impl_
   for (const auto& f : lf.files) {
     Impl::Cursor c;
     try {
-      c.reader = std::make_unique<JsonlReader>(f, chunk);
+      std::error_code fec;
+      const auto size = fs::file_size(f, fec);  // a small file needs no chunk bigger than itself
+      c.reader = std::make_unique<JsonlReader>(f, fec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(size) + 1));
     } catch (const std::exception& e) {
       m.warnings.push_back(e.what());
       continue;

@@ -111,7 +111,7 @@ LogData read_log(const std::string& path, const std::string& format = "auto");
 
 // A log read as a stream of records in recorded order, for diagnose and replay of runs too large
 // to hold: flatline rank files (a 1024-rank run) are read a chunk at a time and merged by t as they
-// are consumed (memory: the chunks, ~256 MiB whatever the run's size; each file is assumed in time
+// are consumed (memory: the chunks and their records, ~3 x 128 MiB whatever the run's size; each file is assumed in time
 // order, as the harness writes it: a record whose t goes back stays in its file's order). Any other
 // format is read whole by read_log and handed out from memory. Throws ReadError as read_log does.
 #define FLATLINE_READERS_LOGSTREAM 1  // (for bench/bench_readers.cpp, which also builds against older trees)

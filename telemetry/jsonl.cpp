@@ -442,10 +442,15 @@ bool JsonlReader::next(std::vector<Record>& out, std::vector<std::string>* warni
   while (out.empty()) {
     if (eof_ && have_ == 0) return false;
     if (!eof_) {
-      if (buf_.size() < have_ + chunk_ + simdjson::SIMDJSON_PADDING) buf_.resize(have_ + chunk_ + simdjson::SIMDJSON_PADDING);
-      const size_t got = std::fread(buf_.data() + have_, 1, chunk_, f_);
+      // One allocation of chunk + a line's slack, read into as far as it goes (the partial line kept
+      // from the last read shortens the next one); it grows only for a line longer than the chunk.
+      const size_t pad = simdjson::SIMDJSON_PADDING;
+      if (buf_.empty()) buf_.resize(chunk_ + chunk_ / 4 + pad);
+      if (buf_.size() < have_ + chunk_ / 2 + pad) buf_.resize(have_ + chunk_ + pad);
+      const size_t want = buf_.size() - have_ - pad;
+      const size_t got = std::fread(buf_.data() + have_, 1, want, f_);
       have_ += got;
-      if (got < chunk_) eof_ = true;
+      if (got < want) eof_ = true;
     }
     std::memset(buf_.data() + have_, 0, simdjson::SIMDJSON_PADDING);
     size_t lines = 0;
