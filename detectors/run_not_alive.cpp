@@ -23,7 +23,8 @@
 //     step of the 3rd record (stuck step + 2): the logged value is frozen, so reporting it would
 //     put the detection before the fault.
 //   error: an `error` event whose detail mentions a timeout, a collective or a dead peer (timed out,
-//     nccl, gloo, allreduce, barrier, watchdog, peer died, ...) is a candidate at its own t.
+//     nccl, gloo, allreduce, barrier, watchdog, peer died, torch.distributed.elastic's ChildFailedError,
+//     ...) is a candidate at its own t.
 // False-positive guards: checkpoint and eval pauses (heartbeat phase checkpoint/eval, or inside a
 //   checkpoint_save..next step / eval_start..eval_end window; the deadline restarts when the pause
 //   ends); a restart (stop_for_restart, the gap without heartbeats and the new process's start-up
@@ -62,7 +63,8 @@ constexpr int kStaleRepeats = 3;         // same logged step this many records i
 bool mentions_hang(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const char* w : {"timeout", "timed out", "collective", "allreduce", "all_reduce", "all-reduce", "barrier",
-                        "nccl", "gloo", "watchdog", "peer died", "closed by peer", "connection reset"})
+                        "nccl", "gloo", "watchdog", "peer died", "closed by peer", "connection reset",
+                        "childfailederror", "torch.distributed.elastic"})
     if (s.find(w) != std::string::npos) return true;
   return false;
 }
