@@ -83,7 +83,7 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
     d = diagnosis_from_json(read_text_file(diag_file), diag_file);
   } else {  // a run its launcher did not diagnose (workers under torchrun): diagnose its telemetry now
     if (o.progress) std::cout << "  (no diagnosis.json: diagnosing the telemetry)\n" << std::flush;
-    d = replay(read_log(run_dir, LogFormat::flatline));
+    d = replay(read_log(run_dir, "flatline"));
   }
   const std::vector<Record> original = rank0_records(run_dir);
   const ConfirmPlan plan = plan_confirmation(s, d, original, complete_checkpoints(run_dir), o.confirm);

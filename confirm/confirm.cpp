@@ -196,6 +196,9 @@ ConfirmPlan plan_confirmation(const Scenario& s, const Diagnosis& d, const std::
                 : c->kind == CauseKind::fleet
                     ? fmt::format("{} is a fleet finding: it slows steps, it does not flatten the loss, so no repaired "
                                   "loss can confirm it", d.cause)
+                : c->kind == CauseKind::verdict
+                    ? fmt::format("{} is the triage's verdict that none of the checklist causes is visible: there is no "
+                                  "named cause to repair, so nothing to confirm (its evidence says what to log)", d.cause)
                     : fmt::format("'{}' names no cause to repair", d.cause);
     return p;
   }

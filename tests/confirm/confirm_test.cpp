@@ -61,6 +61,8 @@ TEST(ConfirmPlan, NothingToConfirm) {
   EXPECT_NE(plan_confirmation(s, diagnosis("straggler", 50, 1), rs, {}, {}).nothing.find("fleet finding"),
             std::string::npos);
   EXPECT_NE(plan_confirmation(s, diagnosis("what", 50), rs, {}, {}).nothing.find("not a cause"), std::string::npos);
+  EXPECT_NE(plan_confirmation(s, diagnosis("unexplained_plateau", 1), rs, {}, {}).nothing.find("no named cause to repair"),
+            std::string::npos);
   EXPECT_NE(plan_confirmation(s, diagnosis("zero_grad_rank", 50), rs, {}, {}).nothing.find("names none"),
             std::string::npos);
   EXPECT_NE(plan_confirmation(s, diagnosis("zero_grad_rank", 50, 2), rs, {}, {}).nothing.find("rank 2 of 2"),

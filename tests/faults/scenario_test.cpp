@@ -274,7 +274,7 @@ TEST(Scenario, MissingExpect) {
 TEST(Scenario, OtherValueErrors) {
   EXPECT_EQ(load_error("name: x\nexpect: {cause: lr_zero_typo}\n"),
             "t.yaml:2:17: 'cause': expected data_replay | healthy | loss_scale_collapse | lr_zero | run_not_alive | "
-            "straggler | zero_grad_rank, got 'lr_zero_typo'");
+            "straggler | unexplained_plateau | zero_grad_rank, got 'lr_zero_typo'");
   EXPECT_EQ(load_error("name: x\nsteps: 0\nexpect: {cause: healthy}\n"), "t.yaml:2:8: 'steps' must be >= 1, got 0");
   EXPECT_EQ(load_error("name: x\noptimizer: {kind: adamw, betas: [0.9, 1.0]}\nexpect: {cause: healthy}\n"),
             "t.yaml:2:39: 'betas[1]' must be in [0, 1), got 1");
