@@ -91,10 +91,18 @@ struct Scenario {
   double heartbeat_s = 0.5;
   double collective_timeout_s = 30;  // all-reduce timeout: how long a hung rank can stall the others
   int log_every = 1;             // write a step record every N steps (real loggers are sparse)
+  // For the fleet simulator only (`flatline simulate`): `run` refuses it, `score` skips it with a line
+  // (cli/local_guard.h). scenarios/fleet/ are (1024 ranks).
+  bool fleet_only = false;
   std::vector<FaultSpec> faults;
   ExpectSpec expect;
 };
 
+// A scenario file's text. A scenario is a small regular file: a directory, a device, a FIFO (each said
+// to be one) and anything over kMaxScenarioBytes are refused with a ScenarioError naming the path, not
+// read until memory runs out (/dev/urandom).
+constexpr size_t kMaxScenarioBytes = 1 << 20;
+std::string read_scenario_file(const std::string& path);
 Scenario load_scenario_file(const std::string& path);
 // `source` names the text in error messages (a file path, or "<embedded:main/x.yaml>").
 Scenario load_scenario_text(const std::string& yaml, const std::string& source);

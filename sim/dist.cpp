@@ -6,8 +6,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
+#include "core/net.h"
 #include "core/protocol.h"
 
 namespace flatline {
@@ -24,7 +26,11 @@ Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::
     o.timeout = std::max(timeout, std::chrono::milliseconds(static_cast<int64_t>(kJoinTimeoutS * 1000)));
     store_ = c10::make_intrusive<c10d::TCPStore>(addr, o);
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(addr));
+    // The interface peers reach this rank on: GLOO_SOCKET_IFNAME, else the route to MASTER_ADDR (core/net.h).
+    const char* ifname = std::getenv(kEnvGlooSocketIfname);
+    opts->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                                              : c10d::ProcessGroupGloo::createDeviceForHostname(
+                                                    local_address_toward(addr, port)));
     opts->threads = 1;
     pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("flatline", store_), rank, world, opts);

@@ -22,7 +22,9 @@
 #include <sstream>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/interrupt.h"
 #include "faults/effects.h"
 #include "sim/data.h"
 #include "sim/dist.h"
@@ -77,6 +79,7 @@ class Watchdog {
     phase_ = phase;
   }
   void set_phase(const char* phase) { phase_ = phase; }
+  int64_t step() const { return step_; }
 
  private:
   // The first heartbeat at once: a run shorter than one interval still shows its rank alive.
@@ -161,15 +164,25 @@ std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
 }
 
 // The newest checkpoint whose every rank finished writing (rank 0 writes COMPLETE after a barrier).
+// Only step-<digits> directories count: a `step-latest` link or a stray name is not a checkpoint.
 int64_t latest_checkpoint(const std::string& run_dir) {
   int64_t best = -1;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints", ec)) {
     auto name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !fs::exists(e.path() / "COMPLETE")) continue;
+    if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos || !fs::exists(e.path() / "COMPLETE"))
+      continue;
     best = std::max<int64_t>(best, std::stoll(name.substr(5)));
   }
   return best;
+}
+
+// How many ranks wrote a checkpoint: its rank-<r>.pt files (0..n-1 must all be there).
+int checkpoint_world_size(const std::string& dir) {
+  int n = 0;
+  while (fs::exists(fmt::format("{}/rank-{}.pt", dir, n))) ++n;
+  return n;
 }
 
 struct Progress {  // everything besides model and optimizer that a checkpoint must restore
@@ -220,15 +233,21 @@ void save_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, Tr
                                    p.sampler.position, p.c.scaler.growth_tracker, p.logged.step}, at::kLong));
   ar.write("progress_f", at::tensor({p.c.scaler.scale, p.logged.loss}, at::kDouble));
   ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-  const std::string path = fmt::format("{}/rank-{}.pt", dir, rank);
-  ar.save_to(path + ".tmp");
-  fs::rename(path + ".tmp", path);
+  // Serialised in memory, then written and checked by us: LibTorch's file writer finishes the zip in
+  // its destructor, so a full disk there aborted the process (a c10::Error thrown during unwinding).
+  std::ostringstream bytes;
+  ar.save_to(bytes);
+  write_file_atomic(fmt::format("{}/rank-{}.pt", dir, rank), bytes.str(), "the checkpoint");
 }
 
 Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model, Optimizer& opt) {
   torch::serialize::InputArchive ar, opt_ar;
   const std::string file = fmt::format("{}/rank-{}.pt", dir, rank);
-  ar.load_from(file);
+  try {
+    ar.load_from(file);
+  } catch (const c10::Error& e) {  // "failed finding central directory": name the file
+    throw std::runtime_error(fmt::format("{}: not a readable checkpoint: {}", file, e.what_without_backtrace()));
+  }
   c10::IValue layout;
   if (!ar.try_read("model_layout", layout) || !layout.isString())
     throw std::runtime_error(file + ": not a flatline checkpoint (no model_layout record)");
@@ -246,6 +265,11 @@ Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec
   ar.read("rng", rng);
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(rng);
+  if (pi.dim() != 1 || pi.numel() != 8 || pi.scalar_type() != at::kLong || pf.dim() != 1 || pf.numel() != 2 ||
+      pf.scalar_type() != at::kDouble)
+    throw std::runtime_error(fmt::format("{}: the progress records hold {} and {} values, expected 8 integers and 2 "
+                                         "doubles (a checkpoint of another flatline version?)",
+                                         file, pi.numel(), pf.numel()));
   auto i = pi.accessor<int64_t, 1>();
   auto f = pf.accessor<double, 1>();
   Progress p;
@@ -342,6 +366,17 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
     std::ofstream(origin_file) << fmt::format("{:.6f}\n", t0);
   }
   Watchdog watchdog(out, clock, rank, sc.heartbeat_s, o.telemetry);
+  // A signal or the launcher's death (core/interrupt.h): the last record says so, and is on disk.
+  InterruptFlushGuard on_interrupt([&](int, const std::string& why) {
+    Record r;
+    r.kind = RecordKind::event;
+    r.rank = rank;
+    r.t = clock.t();
+    r.step = watchdog.step();
+    r.name = "interrupted";
+    r.detail = why;
+    out.post_last(std::move(r));  // the last line on disk, though the training thread runs on until the exit
+  });
 
   RankResult result;
   // The `error` event of a failure; a writer that failed itself (a full disk) must not hide the failure.
@@ -388,13 +423,33 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       if (ck < 0)
         throw RankError(RankError::Kind::checkpoint,
                         fmt::format("rank {}: resume asked but {}/checkpoints has no complete checkpoint", rank, o.run_dir));
+      const std::string dir = checkpoint_dir(o.run_dir, ck);
+      // Written by another world size: every rank holds the same model and optimizer state, so a rank
+      // beyond the old ones reads rank 0's; the sampler must re-shard exactly (sim/sampler.h).
+      const int written_by = checkpoint_world_size(dir);
+      const int source = rank < written_by ? rank : 0;
       try {
-        pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt);
+        pr = load_checkpoint(dir, source, sc.model, *model, opt);
       } catch (const std::exception& e) {
-        throw RankError(RankError::Kind::checkpoint, message_of(e));
+        const std::string file = fmt::format("{}/rank-{}.pt", dir, source), m = message_of(e);
+        throw RankError(RankError::Kind::checkpoint, m.find(file) == std::string::npos ? file + ": " + m : m);
+      }
+      if (written_by != world) {
+        const auto moved = reshard(pr.sampler, data.train_size(), written_by, world, sc.batch_size * sc.grad_accum);
+        if (!moved)
+          throw RankError(RankError::Kind::checkpoint,
+                          fmt::format("{}: written by {} ranks; {} ranks cannot continue its sampler without "
+                                      "replaying or skipping data ({} global batches of {} samples into epoch {} "
+                                      "is not a whole number of global batches of {}): resume with {}={}",
+                                      dir, written_by, world, pr.sampler.position,
+                                      int64_t{written_by} * sc.batch_size * sc.grad_accum, pr.sampler.epoch,
+                                      int64_t{world} * sc.batch_size * sc.grad_accum, kEnvWorldSize, written_by));
+        pr.sampler = *moved;
       }
       if (!plan.resume(pr.c).restore_sampler) pr.sampler = SamplerState{};
-      event("resume", pr.c.step, fmt::format("from checkpoint step {}", ck));
+      event("resume", pr.c.step,
+            written_by == world ? fmt::format("from checkpoint step {}", ck)
+                                : fmt::format("from checkpoint step {}, re-sharded from {} to {} ranks", ck, written_by, world));
       event("checkpoint_load", pr.c.step, checkpoint_dir(o.run_dir, ck));
     } else {
       event("run_start", 0, fmt::format("world_size {}, scenario {}", world, sc.name));
