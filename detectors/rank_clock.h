@@ -34,6 +34,9 @@ struct RankClock {
   double last_hb_t = std::nan(""), pause_t = std::nan("");
   bool window = false, eval_window = false;  // inside checkpoint_save..next step / eval_start..eval_end
   bool stall_reported = false;               // a late heartbeat was reported since the last step
+  bool ended = false;                        // its last record ends its stream (run_end, error, ...)
+  bool stopped = false;                      // ...and that was the launcher's `stopped`: it had gone silent
+  bool silence_offered = false;              // a silence candidate was offered since its last record
   // stale logging: the current run of step records with the same logged step
   int64_t stale_step = 0;
   int stale_n = 0;
@@ -46,6 +49,7 @@ struct RankClock {
   std::vector<std::string> phase_names;
 
   double heartbeat_interval() const { return hb_iv.size() ? hb_iv.median() : kDefaultHeartbeat; }
+  bool beats() const { return std::isfinite(last_hb_t); }  // its watchdog has written a heartbeat
   // The time the step deadline counts from: the last step or the end of the last pause.
   double reference() const {
     const double ref = later(last_step_t, pause_t);

@@ -22,6 +22,17 @@ struct Triage::Impl {
   Plateau plateau;
   std::vector<std::function<void(const Finding&)>> callbacks;
   int64_t records = 0, last_step = -1;
+  int64_t nonfinite = 0, first_nonfinite_step = -1;
+  int first_nonfinite_rank = -1;
+
+  void count(const Record& r) {
+    ++records;
+    if (r.kind != RecordKind::step) return;
+    last_step = std::max(last_step, r.step);
+    if ((r.loss && !std::isfinite(*r.loss)) || (r.loss_avg && !std::isfinite(*r.loss_avg))) {
+      if (nonfinite++ == 0) first_nonfinite_step = r.step, first_nonfinite_rank = r.rank;
+    }
+  }
 
   void announce() {
     for (size_t i = 0; i < detectors.size(); ++i) {
@@ -51,8 +62,7 @@ Triage::Triage(DetectorConfig cfg) : impl_(std::make_unique<Impl>()) {
 Triage::~Triage() = default;
 
 void Triage::observe(const Record& r) {
-  ++impl_->records;
-  if (r.kind == RecordKind::step) impl_->last_step = std::max(impl_->last_step, r.step);
+  impl_->count(r);
   for (auto& d : impl_->detectors) d->observe(r);
   impl_->plateau.observe(r);
   impl_->announce();
@@ -61,10 +71,7 @@ void Triage::observe(const Record& r) {
 void Triage::observe_block(const std::vector<Record>& block) {
   static const bool parallel = std::thread::hardware_concurrency() > 1;
   auto& im = *impl_;
-  for (const auto& r : block) {
-    ++im.records;
-    if (r.kind == RecordKind::step) im.last_step = std::max(im.last_step, r.step);
-  }
+  for (const auto& r : block) im.count(r);
   // One detector at a time over the whole block keeps its per-rank tables in cache.
   auto run = [&](size_t first, size_t last, bool plateau) {
     for (size_t i = first; i < last; ++i)
@@ -85,6 +92,11 @@ void Triage::observe_block(const std::vector<Record>& block) {
     run(0, im.detectors.size(), true);
   }
   im.announce();
+}
+
+void Triage::advance(double now) {
+  for (auto& d : impl_->detectors) d->advance(now);
+  impl_->announce();
 }
 
 void Triage::finish(double t_end) {
@@ -121,6 +133,9 @@ Diagnosis Triage::diagnosis() const {
   d.plateau = impl_->plateau.status();
   d.records = impl_->records;
   d.last_step = impl_->last_step;
+  d.nonfinite_losses = impl_->nonfinite;
+  d.first_nonfinite_step = impl_->first_nonfinite_step;
+  d.first_nonfinite_rank = impl_->first_nonfinite_rank;
   return d;
 }
 
@@ -161,6 +176,10 @@ std::string to_text(const Diagnosis& d) {
     s += fmt::format("  +  {:<20} {:<11} {}\n", c.cause, state, c.detail);
   }
   s += "plateau: " + (d.plateau.detail.empty() ? std::string("unknown") : d.plateau.detail) + "\n";
+  if (d.nonfinite_losses > 0)
+    s += fmt::format("loss: {} step record(s) with a non-finite loss (NaN or inf), the first at step {} on rank {}; "
+                     "the plateau check skips them\n",
+                     d.nonfinite_losses, d.first_nonfinite_step, d.first_nonfinite_rank);
   s += fmt::format("records: {}, last step {}\n", d.records, d.last_step);
   return s;
 }
@@ -204,6 +223,9 @@ std::string to_json(const Diagnosis& d) {
                   {"detail", d.plateau.detail}};
   j["records"] = d.records;
   j["last_step"] = d.last_step;
+  j["nonfinite_losses"] = {{"count", d.nonfinite_losses},
+                           {"first_step", d.first_nonfinite_step},
+                           {"first_rank", d.first_nonfinite_rank}};
   return j.dump();
 }
 

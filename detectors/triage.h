@@ -36,6 +36,11 @@ struct Diagnosis {
   PlateauStatus plateau;
   int64_t records = 0;
   int64_t last_step = -1;
+  // Step records whose loss or loss_avg is NaN or inf: counted and reported, because the plateau check
+  // (and any reader of the curve) skips them. A diverged run is not a plateau, but it must not vanish.
+  int64_t nonfinite_losses = 0;
+  int64_t first_nonfinite_step = -1;
+  int first_nonfinite_rank = -1;
 };
 
 class Triage {
@@ -48,6 +53,9 @@ class Triage {
   // the whole block (detectors are independent; each sees the records in order); findings are then
   // announced in checklist order at the end of the block rather than the record where they fired.
   void observe_block(const std::vector<Record>& block);
+  // The stream's clock reached `now` (run time) with no further record (detector.h); the live
+  // launcher calls it every poll.
+  void advance(double now);
   void finish(double t_end);
   Diagnosis diagnosis() const;
   // Called once per detector, the first time it fires (for live and replay printing).

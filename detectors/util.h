@@ -81,6 +81,11 @@ class PerRank {
     if (!has_[i]) has_[i] = 1, ++n_;
     return v_[i];
   }
+  template <class F>
+  void for_each(F f) {  // f(rank, state&) for every present rank, in rank order
+    for (size_t i = 0; i < v_.size(); ++i)
+      if (has_[i]) f(static_cast<int>(i), v_[i]);
+  }
   bool empty() const { return n_ == 0; }
   size_t size() const { return n_; }
   class It {
