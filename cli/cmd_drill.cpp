@@ -3,7 +3,8 @@
 // run directory, or a directory of them, each with telemetry and manifest.json; the seed picks one.
 // The drill does not train: with no recorded runs it says how to record some. Commands come from the
 // terminal, or one per line from --answers FILE or a non-terminal stdin (scripted mode, echoed).
-// Exit status: 0 for a right answer, 1 for a wrong or missing one, 2 when there is no run to drill.
+// Exit status: 0 for a right answer, 1 for a wrong or missing one, 2 when there is no run to drill (or
+// the picked run's manifest, its hidden truth, cannot be read: never taken as "healthy").
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -42,8 +43,18 @@ int drill(const Args& a) {
   const size_t pick = drill_pick(dirs.size(), seed);
   std::cout << fmt::format("seed {} (replay this drill with --seed {}), run {} of {}\n", seed, seed, pick + 1,
                            dirs.size());
+  RunData run = load_run(dirs[pick]);
+  if (!run.manifest) {  // the answer is the manifest's truth: without it the drill would score against "healthy"
+    std::string why = "cannot read it";
+    for (const auto& w : run.warnings)
+      if (w.find("manifest") != std::string::npos) why = w;
+    std::cerr << fmt::format("flatline drill: {}/manifest.json holds the run's hidden truth, and {}: record the run "
+                             "again (flatline score --out {})\n",
+                             dirs[pick], why, a.from);
+    return 2;
+  }
   auto t0 = std::chrono::steady_clock::now();
-  Drill d(load_run(dirs[pick]), [t0] {
+  Drill d(std::move(run), [t0] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
   if (!a.answers.empty()) {
