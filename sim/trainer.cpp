@@ -352,8 +352,20 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
   };
 
   const double my_start = wall_now();
-  Comm comm(rank, world, o.master_addr, o.master_port,
-            std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
+  if (o.run_t0 > 0) clock.set_offset(my_start - o.run_t0);
+  std::optional<Comm> comm_or;
+  try {
+    comm_or.emplace(rank, world, o.master_addr, o.master_port,
+                    std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
+  } catch (const std::exception& e) {  // the peers never met: the telemetry still says why this rank ended
+    try {
+      event("error", 0, message_of(e));
+      out.drain();
+    } catch (...) {
+    }
+    throw;
+  }
+  Comm& comm = *comm_or;
   // The run's origin: given (the launcher's), else the one the first start recorded (a resume under
   // another launcher continues the run's clock), else rank 0's start, shared.
   const std::string origin_file = o.run_dir + "/checkpoints/run_t0";
@@ -438,10 +450,10 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
         const auto moved = reshard(pr.sampler, data.train_size(), written_by, world, sc.batch_size * sc.grad_accum);
         if (!moved)
           throw RankError(RankError::Kind::checkpoint,
-                          fmt::format("{}: written by {} ranks; {} ranks cannot continue its sampler without "
+                          fmt::format("{}: written by {} rank{}; {} ranks cannot continue its sampler without "
                                       "replaying or skipping data ({} global batches of {} samples into epoch {} "
                                       "is not a whole number of global batches of {}): resume with {}={}",
-                                      dir, written_by, world, pr.sampler.position,
+                                      dir, written_by, written_by == 1 ? "" : "s", world, pr.sampler.position,
                                       int64_t{written_by} * sc.batch_size * sc.grad_accum, pr.sampler.epoch,
                                       int64_t{world} * sc.batch_size * sc.grad_accum, kEnvWorldSize, written_by));
         pr.sampler = *moved;
@@ -619,6 +631,8 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
         const std::string dir = checkpoint_dir(o.run_dir, step);
         try {
           save_checkpoint(dir, rank, sc.model, *model, opt, pr);
+        } catch (const FileWriteError& e) {  // names the file and the OS's reason already
+          throw RankError(RankError::Kind::checkpoint, e.what());
         } catch (const std::exception& e) {
           throw RankError(RankError::Kind::checkpoint,
                           fmt::format("{}/rank-{}.pt: cannot write the checkpoint: {}", dir, rank, message_of(e)));
