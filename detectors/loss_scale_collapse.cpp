@@ -42,11 +42,15 @@ constexpr double kLowScale = 1.0;      // a scale below this multiplies gradient
 constexpr double kZeroFrac = 0.5;      // grad_zero_frac that means underflow
 constexpr int kLowSteps = 2;           // consecutive low-scale + underflow steps
 
-class LossScaleCollapse : public Detector {
+class LossScaleCollapse final : public Detector {
  public:
   explicit LossScaleCollapse(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
   const char* cause() const override { return "loss_scale_collapse"; }
 
+  // The triage's blocks without a virtual call per record.
+  void observe_block(const Record* rs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) LossScaleCollapse::observe(rs[i]);
+  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;
     any_steps_ = true;
@@ -102,9 +106,12 @@ class LossScaleCollapse : public Detector {
     const bool overflow = r.overflow.value_or(r.skipped.value_or(false));
     const bool bad = overflow || r.skipped.value_or(false);
     if (overflow) s.fp16 = true;
-    const std::string zero = finite(r.grad_zero_frac) && *r.grad_zero_frac >= 0.01
-                                 ? fmt::format(", {:.0f}% of grads zero", 100 * *r.grad_zero_frac)
-                                 : "";
+    // for the evidence only: formatted when it fires, not on every step
+    auto zero = [&r] {
+      return finite(r.grad_zero_frac) && *r.grad_zero_frac >= 0.01
+                 ? fmt::format(", {:.0f}% of grads zero", 100 * *r.grad_zero_frac)
+                 : std::string();
+    };
     // --- (a) a streak of skipped steps
     if (bad) {
       ++s.skipped_total;
@@ -125,7 +132,7 @@ class LossScaleCollapse : public Detector {
       if (fires && s.fp16) {
         std::vector<std::string> ev{
             fmt::format("loss scale {} -> {} over steps {}..{}, {} steps skipped{}{}", scale(s.streak_scale0),
-                        scale(s.scale), s.streak_first, r.step, s.streak, zero,
+                        scale(s.scale), s.streak_first, r.step, s.streak, zero(),
                         s.streak_initial ? " (initial scale search never ends)" : "")};
         if (!s.streak_initial && judged)
           ev.push_back(fmt::format("{} overflow(s) at scale x grad_norm ({} x {}) below half the fp16 max: not the "
@@ -150,7 +157,7 @@ class LossScaleCollapse : public Detector {
       if (s.underflow >= kLowSteps && s.fp16)
         fire(r, s, s.low_first, 0.9,
              {fmt::format("loss scale {} -> {} since step {}; gradients underflow{}{}", scale(s.low_scale0),
-                         scale(*r.loss_scale), s.low_first, zero,
+                         scale(*r.loss_scale), s.low_first, zero(),
                          finite(r.grad_norm) ? ", grad_norm " + num(*r.grad_norm) : "")});
     } else if (finite(r.loss_scale)) {
       s.low_first = -1;

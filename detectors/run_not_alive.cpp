@@ -85,11 +85,15 @@ bool mentions_hang(std::string s) {
 
 enum class Kind { hang, stale, error, silent };
 
-class RunNotAlive : public Detector {
+class RunNotAlive final : public Detector {
  public:
-  explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false) {}
+  explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false), world_(c.world_size) {}
   const char* cause() const override { return "run_not_alive"; }
 
+  // The triage's blocks without a virtual call per record.
+  void observe_block(const Record* rs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) RunNotAlive::observe(rs[i]);
+  }
   void observe(const Record& r) override {
     if (r.rank < 0) return;
     any_records_ = true;
@@ -119,7 +123,9 @@ class RunNotAlive : public Detector {
       if (s.on_step(r) == kStaleRepeats) offer_stale(r, s);
     } else if (r.kind == RecordKind::heartbeat) {
       any_hb_ = true;
-      if (has_t && s.on_heartbeat(r)) check_deadline(r, s);
+      if (s.phase_t.empty()) s.phase_cap = RankClock::phase_history(world_);
+      const uint8_t phase = intern(r.phase);
+      if (has_t && s.on_heartbeat(r, phase)) check_deadline(r, s, phase);
     } else if (r.kind == RecordKind::event) {
       const double t = has_t ? r.t : s.latest_t;
       s.on_event(r, t);
@@ -189,7 +195,21 @@ class RunNotAlive : public Detector {
   }
 
   // hang: a heartbeat later than the rank's step deadline.
-  void check_deadline(const Record& r, RankClock& s) {
+  // A phase's id: one of the watchdog's, or another name remembered once for this detector.
+  uint8_t intern(const std::string& p) {
+    const uint8_t k = known_phase(p);
+    if (k != kOtherPhase) return k;
+    for (size_t i = 0; i < other_phases_.size(); ++i)
+      if (other_phases_[i] == p) return static_cast<uint8_t>(kOtherPhase + i);
+    if (other_phases_.size() >= 255 - kOtherPhase) return kPhaseNone;  // absurdly many names: evidence only
+    other_phases_.push_back(p);
+    return static_cast<uint8_t>(kOtherPhase + other_phases_.size() - 1);
+  }
+  std::string phase_name(uint8_t id) const {
+    return id < kOtherPhase ? kPhaseNames[id] : other_phases_[static_cast<size_t>(id - kOtherPhase)];
+  }
+
+  void check_deadline(const Record& r, RankClock& s, uint8_t phase) {
     if (s.stall_reported) return;
     const double ref = s.reference();
     const bool warm = s.step_iv.size() >= kMinIntervals && s.since_start >= 1;
@@ -201,7 +221,7 @@ class RunNotAlive : public Detector {
     const double med = s.step_iv.median();
     // Without a phase a pause cannot be told from a hang: only the start-up bound is safe.
     const double bound = std::max(warm ? kSlackSteps * med + s.heartbeat_interval() : kFallbackBound,
-                                  training_phase(r.phase) ? 0.0 : kFallbackBound);
+                                  training_phase(phase) ? 0.0 : kFallbackBound);
     if (!(r.t > ref + bound)) return;
     s.stall_reported = true;
     const double since = r.t - (finite(s.last_step_t) ? s.last_step_t : ref);
@@ -283,7 +303,7 @@ class RunNotAlive : public Detector {
         continue;
       }
       ++beating;
-      if (auto ph = s.phase_at(at)) by_phase[ph->empty() ? "?" : *ph].push_back(rank);
+      if (auto ph = s.phase_at(at)) by_phase[*ph == kPhaseNone ? "?" : phase_name(*ph)].push_back(rank);
     }
     std::vector<std::pair<std::string, std::vector<int>>> groups(by_phase.begin(), by_phase.end());
     std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
@@ -312,6 +332,8 @@ class RunNotAlive : public Detector {
   Kind kind_ = Kind::hang;
   std::optional<Finding> final_;
   bool any_records_ = false, any_t_ = false, any_hb_ = false;
+  int world_;
+  std::vector<std::string> other_phases_;  // phase names beyond the watchdog's, by id - kOtherPhase
 };
 
 }  // namespace

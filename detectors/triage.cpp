@@ -68,22 +68,21 @@ void Triage::observe(const Record& r) {
   impl_->announce();
 }
 
-void Triage::observe_block(const std::vector<Record>& block) {
+void Triage::observe_block(const Record* block, size_t n) {
   static const bool parallel = std::thread::hardware_concurrency() > 1;
   auto& im = *impl_;
-  for (const auto& r : block) im.count(r);
+  for (size_t i = 0; i < n; ++i) im.count(block[i]);
   // One detector at a time over the whole block keeps its per-rank tables in cache.
   auto run = [&](size_t first, size_t last, bool plateau) {
-    for (size_t i = first; i < last; ++i)
-      for (const auto& r : block) im.detectors[i]->observe(r);
+    for (size_t d = first; d < last; ++d) im.detectors[d]->observe_block(block, n);
     if (plateau)
-      for (const auto& r : block) im.plateau.observe(r);
+      for (size_t i = 0; i < n; ++i) im.plateau.observe(block[i]);
   };
   // An expensive detector (Detector::expensive) gets the second thread; the rest share the first.
   size_t heavy = im.detectors.size();
   for (size_t i = 0; i < im.detectors.size() && heavy == im.detectors.size(); ++i)
     if (im.detectors[i]->expensive()) heavy = i;
-  if (parallel && block.size() >= 4096 && heavy < im.detectors.size()) {
+  if (parallel && n >= 4096 && heavy < im.detectors.size()) {
     auto other = std::async(std::launch::async, [&] { run(heavy, heavy + 1, false); });
     run(0, heavy, false);
     run(heavy + 1, im.detectors.size(), true);

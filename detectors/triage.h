@@ -52,7 +52,8 @@ class Triage {
   // than one core and a block of >= 4096 records, the detectors run on two threads, each group over
   // the whole block (detectors are independent; each sees the records in order); findings are then
   // announced in checklist order at the end of the block rather than the record where they fired.
-  void observe_block(const std::vector<Record>& block);
+  void observe_block(const Record* records, size_t n);
+  void observe_block(const std::vector<Record>& block) { observe_block(block.data(), block.size()); }
   // The stream's clock reached `now` (run time) with no further record (detector.h); the live
   // launcher calls it every poll.
   void advance(double now);

@@ -26,13 +26,17 @@ class Ring {
     if (!std::isfinite(v)) return;
     if (v_.size() < cap_) {
       v_.push_back(v);
-    } else {
-      const double out = v_[head_];
-      v_[head_] = v;
-      head_ = (head_ + 1) % cap_;
-      if (out == min_) min_dirty_ = true;
+      if (!min_dirty_ && (v_.size() == 1 || v < min_)) min_ = v;
+      return;
     }
-    if (!min_dirty_ && (v_.size() == 1 || v < min_)) min_ = v;
+    const double out = v_[head_];
+    v_[head_] = v;
+    if (++head_ == cap_) head_ = 0;
+    // A value at or below the minimum is the new minimum, whatever left (periodic heartbeats push the
+    // very value that leaves: recomputing on each was most of run_not_alive's cost).
+    if (min_dirty_) return;
+    if (v <= min_) min_ = v;
+    else if (out == min_) min_dirty_ = true;
   }
   size_t size() const { return v_.size(); }
   void clear() {

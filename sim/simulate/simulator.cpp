@@ -21,7 +21,7 @@ Scenario resolve_for_simulation(Scenario s, const SimOptions& o) {
   if (o.steps > 0) s.steps = o.steps;
   if (o.override_seed) s.seed = o.seed;
   if (!(o.step_ms >= 0 && o.step_ms <= kMaxSimStepMs))  // NaN too
-    throw ScenarioError(fmt::format("step ms {}: expected a median compute time in (0, {}] ms (0: the default {} ms)",
+    throw ScenarioError(fmt::format("step_ms (--step-ms) {}: expected a median compute time in (0, {}] ms (0: the default {} ms)",
                                     o.step_ms, kMaxSimStepMs, simdetail::kDefaultComputeMs));
   for (const auto& f : s.faults) {
     if (f.target_rank >= s.world_size)

@@ -38,6 +38,11 @@ class RecordSink {
  public:
   virtual ~RecordSink() = default;
   virtual void write(const Record& r) = 0;
+  // The simulator hands its records over in blocks that it builds in place (no copy per record); the
+  // records are valid during the call only. Default: one write() each.
+  virtual void write_block(const Record* records, size_t n) {
+    for (size_t i = 0; i < n; ++i) write(records[i]);
+  }
   virtual void end(double /*t_end*/) {}  // the run ended at simulated time t_end
 };
 
