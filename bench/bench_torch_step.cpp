@@ -7,11 +7,17 @@
 // telemetry adds to a step, on the small GPT's real gradients and parameters: the zero count and
 // overflow check folded into the gradient-norm pass, the update and parameter norms folded into the
 // optimizer's pass, the batch hash, and one flushed JSONL step record.
+// FLATLINE_BENCH_DEVICE=cuda runs the whole-step benchmarks on the GPU (the aten step, fp16 autocast +
+// GradScaler kernels) and adds a GPT-2-small-sized model (12 layers, 768, block 1024, batch 8):
+// scripts/device-check.sh does.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+
+#include <unistd.h>
 
 #include "detectors/triage.h"
 #include "faults/scenario.h"
@@ -33,8 +39,28 @@ Scenario gpt(int n_layer, int n_embd, int block, int batch, int steps) {
                             "<bench>");
 }
 
+// The device of the whole-step benchmarks (FLATLINE_BENCH_DEVICE, default cpu).
+std::string bench_device() {
+  const char* d = std::getenv("FLATLINE_BENCH_DEVICE");
+  return d && *d ? d : "cpu";
+}
+
+// range(0): 0 = large (4x128, block 128, batch 16), 1 = small (2x64, block 64, batch 8), 2 = GPT-2 small
+// (12x768, 12 heads, block 1024, batch 8). On cuda every size trains in fp16 (autocast + GradScaler).
 Scenario config(const benchmark::State& st, int steps) {
-  return st.range(0) == 0 ? gpt(4, 128, 128, 16, steps) : gpt(2, 64, 64, 8, steps);
+  Scenario s = st.range(0) == 0 ? gpt(4, 128, 128, 16, steps) : st.range(0) == 1 ? gpt(2, 64, 64, 8, steps)
+                                                                                 : gpt(12, 768, 1024, 8, steps);
+  if (st.range(0) == 2) s.model.n_head = 12;
+  if (bench_device() == "cuda") {
+    set_placement(s, "cuda", "", "FLATLINE_BENCH_DEVICE");
+    s.precision = "fp16";
+  }
+  return s;
+}
+
+const char* label(const benchmark::State& st) {
+  return st.range(0) == 0 ? "gpt 4x128 block 128 batch 16" : st.range(0) == 1 ? "gpt 2x64 block 64 batch 8"
+                                                                               : "gpt 12x768 block 1024 batch 8";
 }
 
 // One run of train_rank on one rank with telemetry, then its records through a Triage. step_ms: the
@@ -44,7 +70,9 @@ struct TimedRun {
   double step_ms = 0, detect_ms = 0;
 };
 TimedRun run_with_telemetry(const Scenario& s, int steps) {
-  const std::string dir = (std::filesystem::temp_directory_path() / "flatline-bench-step").string();
+  // per process: two benchmark runs on one machine (other worktrees) must not share it
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("flatline-bench-step-" + std::to_string(::getpid()))).string();
   RankOptions o;
   o.scenario = s;
   o.scenario.steps = steps + 1;
@@ -69,7 +97,7 @@ TimedRun run_with_telemetry(const Scenario& s, int steps) {
 void BM_StepBare(benchmark::State& st) {
   const int steps = static_cast<int>(st.range(1));
   for (auto _ : st) st.SetIterationTime(measure_step_ms(config(st, steps), steps, 1) / 1000.0);
-  st.SetLabel(st.range(0) == 0 ? "gpt 4x128 block 128 batch 16" : "gpt 2x64 block 64 batch 8");
+  st.SetLabel(label(st));
 }
 
 void BM_StepWithTelemetryAndDetection(benchmark::State& st) {
@@ -80,6 +108,7 @@ void BM_StepWithTelemetryAndDetection(benchmark::State& st) {
     st.SetIterationTime((run.step_ms + run.detect_ms) / 1000.0);
   }
   st.counters["detect_ms_per_step"] = run.detect_ms;
+  st.SetLabel(label(st));
 }
 
 // The small GPT after one forward + backward: parameters with real gradients.
@@ -125,7 +154,8 @@ void BM_TelemetryBatchHash(benchmark::State& st) {
 
 // One step record with every field, written and flushed (one line per step, as train_rank does)
 void BM_TelemetryWriteStepRecord(benchmark::State& st) {
-  const std::string path = (std::filesystem::temp_directory_path() / "flatline-bench-record.jsonl").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("flatline-bench-record-" + std::to_string(::getpid()) + ".jsonl")).string();
   Record r;
   r.rank = 0;
   r.t = 12.345678;
@@ -183,6 +213,7 @@ void BM_StepOverheadAlternating(benchmark::State& st) {
   st.counters["overhead_pct_median"] = median(pct);
   st.counters["overhead_pct_min"] = *std::min_element(pct.begin(), pct.end());
   st.counters["overhead_pct_max"] = *std::max_element(pct.begin(), pct.end());
+  st.SetLabel(label(st));
 }
 // {small, 20 steps, 3 rounds}: the ctest smoke run; {small, 100 steps, 25 rounds}: the number reported
 BENCHMARK(BM_StepOverheadAlternating)->Args({1, 20, 3})->Args({1, 100, 25})->Unit(benchmark::kMillisecond)->Iterations(1);
@@ -198,4 +229,17 @@ BENCHMARK(BM_StepWithTelemetryAndDetection)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (bench_device() == "cuda") {  // every size, 5 rounds of 20 steps alternating (device-check.sh's budget)
+    for (int size : {0, 1, 2})
+      benchmark::RegisterBenchmark("BM_StepOverheadAlternatingCuda", BM_StepOverheadAlternating)
+          ->Args({size, 20, 5})
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

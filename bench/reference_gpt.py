@@ -1,17 +1,21 @@
-#!/usr/bin/python3
-"""PyTorch eager reference for flatline's GPT step (bench/compare_reference.sh runs both side by side).
+#!/usr/bin/env python3
+"""PyTorch reference for flatline's GPT step (bench/compare_reference.sh runs both side by side).
 
 The same model as sim/models.cpp (GPT-2 layout: token + position embeddings, pre-LayerNorm blocks of
 causal self-attention and a 4x tanh-GELU MLP, final LayerNorm, lm head tied to the token embedding),
 the same optimizer (AdamW, betas 0.9/0.95, weight decay 0.1, global-norm clip 1.0), on the same bytes
 (the Debian fortunes corpus), one rank, the same intra-op threads. Prints the median ms per step.
-Needs Debian's python3-torch: run it with /usr/bin/python3.
+Runs on the project's torch (requirements.txt: the wheel whose LibTorch flatline links): run it with
+.venv/bin/python.
 
 --formulation nanogpt (default): written as a PyTorch user writes it (nanoGPT's masked_fill attention,
 F.gelu(approximate="tanh"), torch.optim.AdamW defaults). --formulation flatline: the formulations
 flatline's harness uses, in Python: the causal mask as an additive bias fused into baddbmm, the tanh
 GELU as x * sigmoid(2k(x + 0.044715 x^3)) with its derivative written out (sim/gelu.cpp), AdamW with
 foreach=True. The second isolates what C++ and the fused optimizer are worth from the formulations.
+--compile: the nanogpt formulation under torch.compile (TorchInductor's C++ codegen on CPU, the
+default mode); the steps spent compiling (the first two) are not timed. --device cuda runs it on the
+GPU (--amp fp16: autocast + GradScaler; bf16: autocast), synchronising at the end of each step.
 """
 import argparse, glob, math, os, statistics, time
 
@@ -87,7 +91,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(n_embd)
 
     def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.size(1)))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.size(1), device=idx.device))
         for b in self.h:
             x = b(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
@@ -104,6 +108,9 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--formulation", choices=["nanogpt", "flatline"], default="nanogpt")
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--amp", choices=["fp32", "fp16", "bf16"], default="fp32")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -111,24 +118,37 @@ def main():
                    if os.path.isfile(f) and not os.path.islink(f) and "." not in os.path.basename(f))
     data = torch.tensor(list(b"".join(open(f, "rb").read() for f in files)), dtype=torch.long)
     fused = a.formulation == "flatline"
-    model = GPT(a.n_layer, a.n_head, a.n_embd, a.block_size, fused)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=fused)
+    dev = torch.device(a.device)
+    model = GPT(a.n_layer, a.n_head, a.n_embd, a.block_size, fused).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1,
+                            **({"fused": True} if a.device == "cuda" else {"foreach": fused}))
+    step_model = torch.compile(model) if a.compile else model
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+    scaler = torch.amp.GradScaler(a.device, enabled=a.amp == "fp16")
     n = (len(data) - 1) // a.block_size
     g = torch.Generator().manual_seed(1)
+    warmup = 2 if a.compile else 1
     times = []
-    for i in range(a.steps + 1):
+    for i in range(a.steps + warmup):
         t0 = time.perf_counter()
         ids = torch.randint(0, n, (a.batch,), generator=g) * a.block_size
-        x = torch.stack([data[j:j + a.block_size] for j in ids])
-        y = torch.stack([data[j + 1:j + 1 + a.block_size] for j in ids])
+        x = torch.stack([data[j:j + a.block_size] for j in ids]).to(dev, non_blocking=True)
+        y = torch.stack([data[j + 1:j + 1 + a.block_size] for j in ids]).to(dev, non_blocking=True)
         opt.zero_grad(set_to_none=True)
-        model(x, y).backward()
+        with torch.autocast(a.device, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            loss = step_model(x, y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if i > 0:
+        scaler.step(opt)
+        scaler.update()
+        if a.device == "cuda":
+            torch.cuda.synchronize()
+        if i >= warmup:
             times.append((time.perf_counter() - t0) * 1000)
-    print(f"pytorch-eager ({a.formulation}) n_layer={a.n_layer} n_embd={a.n_embd} block={a.block_size} batch={a.batch} "
-          f"threads={a.threads}: {statistics.median(times):.2f} ms/step (median of {a.steps})")
+    kind = "compile" if a.compile else "eager"
+    print(f"pytorch-{kind} ({a.formulation}) n_layer={a.n_layer} n_embd={a.n_embd} block={a.block_size} batch={a.batch} "
+          f"threads={a.threads} device={a.device} amp={a.amp}: {statistics.median(times):.2f} ms/step (median of {a.steps})")
 
 
 if __name__ == "__main__":

@@ -22,11 +22,13 @@ namespace {
 struct Args {
   std::string scenario, out = "runs", rank_wrapper, master_addr;
   bool oversubscribe = false;
+  PlacementArgs placement;
 };
 
 int run(const Args& a) {
   const std::string text = read_text_file(a.scenario);
   Scenario s = load_scenario_text(text, a.scenario);
+  a.placement.apply(s);
   std::cout << fmt::format("flatline run {}: {} ranks, {} steps ({} on {})\n", s.name, s.world_size, s.steps,
                            s.model.kind, s.data.kind)
             << std::flush;
@@ -38,6 +40,8 @@ int run(const Args& a) {
   o.master_addr = a.master_addr;
   Progress progress(std::cout, isatty(STDOUT_FILENO) != 0, s.steps);
   o.progress = &progress;
+  o.device = a.placement.device;
+  o.process_group = a.placement.process_group;
   LaunchResult r = launch_run(s, text, o);
   std::cout << to_text(r.diagnosis);
   RunScore sc = score_run(r.manifest, r.diagnosis);
@@ -64,6 +68,7 @@ FLATLINE_COMMAND("run", "train a scenario's ranks, diagnose live, print the diag
   sub.add_option("--rank-wrapper", a->rank_wrapper,
                  "a command each rank runs under, {rank} replaced by its rank (numactl ..., ip netns exec host{rank})");
   sub.add_option("--master-addr", a->master_addr, "MASTER_ADDR for the ranks (default 127.0.0.1): rank 0's host");
+  a->placement.add(sub);
   return [a] { return run(*a); };
 });
 

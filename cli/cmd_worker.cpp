@@ -1,13 +1,15 @@
-// `flatline worker SCENARIO --run-dir DIR [--resume]`: one data-parallel rank. The environment it reads
-// and the exit status it leaves with are the launcher protocol (core/protocol.h): torchrun's RANK,
-// WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or Slurm's SLURM_PROCID, SLURM_NTASKS,
-// SLURM_NTASKS_PER_NODE), FLATLINE_THREADS, FLATLINE_RUN_T0; 0 done, 2 a RankError (a collective, the file
-// system or a checkpoint failed), 3 stopped for the scenario's restart, 4 parameters diverged across
-// ranks, 5 a broken invariant, 6 any other internal error; 2 too for an environment that is not what the
-// protocol says; 128 + N after signal N (SIGTERM, SIGINT, SIGHUP, or the launcher's death), telemetry
-// flushed and an `interrupted` event last (core/interrupt.h).
+// `flatline worker SCENARIO --run-dir DIR [--resume] [--device D] [--process-group G]`: one data-parallel
+// rank. The environment it reads and the exit status it leaves with are the launcher protocol
+// (core/protocol.h): torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+// (or Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), FLATLINE_THREADS,
+// FLATLINE_RUN_T0, each checked (RANK=abc or RANK >= WORLD_SIZE exit 2 at once); 0 done, 2 a RankError
+// (a collective, the file system or a checkpoint failed), 3 stopped for the scenario's restart, 4
+// parameters diverged across ranks, 5 a broken invariant, 6 any other internal error; 2 too for an
+// environment that is not what the protocol says; 128 + N after signal N (SIGTERM, SIGINT, SIGHUP, or the
+// launcher's death), telemetry flushed and an `interrupted` event last (core/interrupt.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include "core/interrupt.h"
 #include "core/protocol.h"
 #include "sim/trainer.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline::cli {
 namespace {
@@ -52,8 +55,9 @@ EnvInt env_int(const char* a, const char* b, int64_t lo, int64_t hi, bool leadin
 }
 
 struct Args {
-  std::string scenario, run_dir;
+  std::string scenario, run_dir, formats;
   bool resume = false;
+  PlacementArgs placement;
 };
 
 // The launcher protocol's environment (core/protocol.h), every variable checked against the others.
@@ -67,7 +71,8 @@ void read_environment(RankOptions& o) {
                                kEnvRank, kEnvSlurmRank));
   const EnvInt local = env_int(kEnvLocalWorldSize, kEnvSlurmLocalWorldSize, 1, o.world_size, /*leading_count=*/true);
   o.local_world_size = local.name ? static_cast<int>(local.value) : o.world_size;
-  env_int(kEnvLocalRank, kEnvSlurmLocalRank, 0, o.local_world_size - 1);  // not used, but must make sense
+  const EnvInt local_rank = env_int(kEnvLocalRank, kEnvSlurmLocalRank, 0, o.local_world_size - 1);
+  o.local_rank = local_rank.name ? static_cast<int>(local_rank.value) : -1;
   if (const char* addr = std::getenv(kEnvMasterAddr)) {
     if (!*addr) throw EnvError(fmt::format("{} is set but empty: expected the host of rank 0", kEnvMasterAddr));
     o.master_addr = addr;
@@ -93,8 +98,20 @@ int run_worker(const Args& a) {
     return kExitUsage;
   }
   o.scenario = load_scenario_file(a.scenario);
+  a.placement.apply(o.scenario);
   o.run_dir = a.run_dir;
   o.resume = a.resume;
+  // --formats adds to the scenario's own foreign-format logs (rank 0 writes them)
+  for (size_t p = 0; p < a.formats.size();) {
+    size_t q = a.formats.find(',', p);
+    if (q == std::string::npos) q = a.formats.size();
+    const std::string f = a.formats.substr(p, q - p);
+    if (!f.empty() && std::find(o.scenario.formats.begin(), o.scenario.formats.end(), f) == o.scenario.formats.end()) {
+      if (!is_format_name(f)) throw ScenarioError("--formats: unknown format '" + f + "' (expected " + format_names() + ")");
+      o.scenario.formats.push_back(f);
+    }
+    p = q + 1;
+  }
   if (o.world_size != o.scenario.world_size)
     std::cerr << fmt::format("note: {} {} overrides the scenario's world_size {}\n", kEnvWorldSize, o.world_size,
                              o.scenario.world_size);
@@ -125,6 +142,9 @@ FLATLINE_COMMAND("worker", "one rank; reads RANK, WORLD_SIZE, MASTER_ADDR, MASTE
   sub.add_option("scenario", a->scenario, "scenario YAML file")->required();
   sub.add_option("--run-dir", a->run_dir, "run directory")->required();
   sub.add_flag("--resume", a->resume, "resume from the latest checkpoint in the run directory");
+  a->placement.add(sub);
+  sub.add_option("--formats", a->formats, "also write these foreign-format logs on rank 0 (comma-separated: " +
+                                              format_names() + ")");
   return [a] { return run_worker(*a); };
 });
 

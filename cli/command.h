@@ -7,6 +7,10 @@
 #include <functional>
 #include <string>
 
+namespace flatline {
+struct Scenario;
+}
+
 namespace flatline::cli {
 
 using Run = std::function<int()>;
@@ -24,6 +28,15 @@ const std::vector<CommandDef>& commands();
 std::string self_exe();
 // A scenario file's text (read_scenario_file, faults/scenario.h: bounded, regular files only).
 std::string read_text_file(const std::string& path);
+
+// `--device cpu|cuda` and `--process-group auto|gloo|nccl`: override the scenarios' placement
+// (run, score, worker, step-time). apply() throws ScenarioError for a combination that cannot run.
+struct PlacementArgs {
+  std::string device, process_group;
+  void add(CLI::App& sub);
+  bool given() const { return !device.empty() || !process_group.empty(); }
+  void apply(Scenario& s) const;
+};
 
 }  // namespace flatline::cli
 

@@ -27,6 +27,7 @@
 #include "core/ports.h"
 #include "core/protocol.h"
 #include "faults/effects.h"
+#include "sim/build_info.h"
 #include "telemetry/jsonl.h"
 
 extern char** environ;
@@ -36,7 +37,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kPollMs = 50;             // the loop's period: output drained, telemetry tailed, ranks reaped
+// The poll loop's period (output drained, telemetry tailed, ranks reaped): 50 ms for the built-in
+// detectors (a finding is stamped with its record, not with when it was seen); 10 ms with external
+// detectors attached, whose alarms are stamped on arrival (about two steps of the main suite's 6 ms
+// steps at most; the cost is in bench/README.md).
+constexpr int kPollMs = 50, kPollWithDetectorsMs = 10;
 constexpr size_t kTailBytes = 8192;     // of each rank's output kept in memory for the error line
 
 double wall_now() {
@@ -106,6 +111,11 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
   }
   for (const char* w : {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()}) words.push_back(w);
   if (resume) words.push_back("--resume");
+  if (!o.device.empty()) words.insert(words.end(), {"--device", o.device});
+  if (!o.process_group.empty()) words.insert(words.end(), {"--process-group", o.process_group});
+  std::string formats;
+  for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
+  if (!formats.empty()) words.insert(words.end(), {"--formats", formats});
   std::vector<const char*> argv;
   for (const auto& w : words) argv.push_back(w.c_str());
   argv.push_back(nullptr);
@@ -228,6 +238,7 @@ struct LiveFeed {
   double last_t = 0;
   std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
   std::vector<int64_t> last_step;   // the step of its last record
+  DetectorFeed* detectors = nullptr;  // external detectors, when attached
   LiveFeed(std::vector<FaultTruth> truths, int world)
       : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0) {}
   size_t poll(Triage& tri, Progress* progress, double now_wall) {
@@ -237,6 +248,7 @@ struct LiveFeed {
       n += tails[i]->poll(batch, &warnings);
       for (const auto& r : batch) {
         tri.observe(r);
+        if (detectors) detectors->push(r);
         onsets.observe(r);
         if (progress) progress->observe(r, now_wall);
         if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
@@ -287,11 +299,15 @@ std::vector<int> run_phase(PhaseContext& c, bool resume) {
       }
   };
   while (alive > 0) {
-    std::vector<pollfd> fds;
-    for (auto& p : ranks)
-      if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
-    if (fds.empty()) usleep(kPollMs * 1000);
-    else poll(fds.data(), fds.size(), kPollMs);
+    if (c.feed.detectors) {
+      c.feed.detectors->pump(wall_now() - c.t0, kPollWithDetectorsMs);
+    } else {
+      std::vector<pollfd> fds;
+      for (auto& p : ranks)
+        if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
+      if (fds.empty()) usleep(kPollMs * 1000);
+      else poll(fds.data(), fds.size(), kPollMs);
+    }
     const double now = wall_now();
     for (size_t i = 0; i < ranks.size(); ++i) drain_output(ranks[i], static_cast<int>(i), c.warnings);
     if (c.feed.poll(c.tri, o.progress, now) > 0) {
@@ -427,8 +443,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   write_file_atomic(o.run_dir + "/scenario.yaml", yaml_text, "the scenario");
 
   Manifest& m = res.manifest;
-  m = scenario_manifest(s, fmt::format("flatline {}; libtorch (Debian libtorch-dev 1.13); c10d ProcessGroupGloo",
-                                       FLATLINE_VERSION));
+  m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));
   write_manifest(m, o.run_dir + "/manifest.json");
 
   DetectorConfig cfg;
@@ -441,6 +456,19 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
                          f.evidence.empty() ? "" : f.evidence.front()));
     });
   LiveFeed feed(RunPlan(s).truths(), s.world_size);
+  std::unique_ptr<DetectorFeed> detectors;
+  if (!o.detectors.empty()) {
+    FeedOptions fo;
+    fo.mode = FeedMode::live;
+    fo.run_dir = o.run_dir;
+    fo.world_size = s.world_size;
+    fo.limits = o.detector_limits;
+    fo.env = o.detector_env;
+    fo.stderr_dir = o.run_dir + "/detectors";
+    fs::create_directories(fo.stderr_dir);
+    detectors = std::make_unique<DetectorFeed>(o.detectors, fo);
+    feed.detectors = detectors.get();
+  }
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
   std::vector<std::string> warnings;
@@ -454,6 +482,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   const double t_end = wall_now() - start;
   tri.finish(t_end);
   res.diagnosis = tri.diagnosis();
+  if (detectors) res.detector_outcomes = detectors->finish(wall_now() - start);
 
   for (size_t i = 0; i < m.faults.size(); ++i) m.faults[i].onset_t = feed.onsets.onset_t(i);
   m.status = res.interrupted_by ? "interrupted" : res.first_error.empty() ? "completed" : "failed";

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "detectors/external.h"
 #include "detectors/triage.h"
 #include "faults/scenario.h"
 #include "telemetry/manifest.h"
@@ -38,6 +39,13 @@ struct LaunchOptions {
   // rank 0's address there). Empty: none.
   std::string rank_wrapper;
   std::string master_addr;         // MASTER_ADDR for the ranks; empty: kDefaultMasterAddr (loopback)
+  std::string device, process_group;  // given to run / score: passed on to every rank ("" = the scenario's)
+  // External detectors fed the run's records live from the poll loop (detectors/external.h), never
+  // from the ranks' path; their stderr goes to run_dir/detectors/<name>.stderr.
+  std::vector<ExternalDetectorSpec> detectors;
+  FeedLimits detector_limits;
+  std::vector<std::pair<std::string, std::string>> detector_env;  // e.g. the formats' paths
+  std::vector<std::string> formats;  // foreign-format logs rank 0 also writes (`worker --formats`)
 };
 
 struct LaunchResult {
@@ -47,6 +55,7 @@ struct LaunchResult {
   int interrupted_by = 0;          // the signal that interrupted the run, 0 if none
   bool stalled = false;            // the progress watchdog ended it
   std::vector<std::string> write_errors;  // outputs of the run that could not be written (manifest, diagnosis)
+  std::vector<ExternalOutcome> detector_outcomes;  // one per LaunchOptions::detectors
 };
 
 // `yaml_text` is the scenario as written (copied into run_dir/scenario.yaml for the ranks). Throws

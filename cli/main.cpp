@@ -19,6 +19,7 @@
 
 #include "cli/command.h"
 #include "faults/scenario.h"
+#include "sim/build_info.h"
 
 namespace flatline::cli {
 
@@ -43,6 +44,18 @@ std::string self_exe() {
   return buf;
 }
 
+void PlacementArgs::add(CLI::App& sub) {
+  sub.add_option("--device", device, "train on cpu or cuda (cuda:LOCAL_RANK per rank), whatever the scenario says")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub.add_option("--process-group", process_group,
+                 "auto (NCCL on cuda, Gloo on cpu) | gloo (ranks may share a GPU) | nccl")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+}
+
+void PlacementArgs::apply(Scenario& s) const {
+  if (given()) set_placement(s, device.empty() ? s.device : device, process_group, "--device/--process-group");
+}
+
 std::string read_text_file(const std::string& path) { return read_scenario_file(path); }
 
 }  // namespace flatline::cli
@@ -50,6 +63,9 @@ std::string read_text_file(const std::string& path) { return read_scenario_file(
 int main(int argc, char** argv) {
   CLI::App app{"flatline: reproduce a training-loss plateau on demand and score detectors on naming its cause"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] {
+    return fmt::format("flatline {}\n{}\ndevices: {}", FLATLINE_VERSION, flatline::build_info(), flatline::devices_info());
+  });
   std::vector<std::pair<CLI::App*, flatline::cli::Run>> runs;
   auto defs = flatline::cli::commands();
   std::sort(defs.begin(), defs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
@@ -57,8 +73,6 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(d.name, d.help);
     runs.emplace_back(sub, d.setup(*sub));
   }
-  app.set_version_flag("--version", fmt::format("flatline {} (libtorch Debian 1.13, c10d ProcessGroupGloo; docs/DESIGN.md)",
-                                                FLATLINE_VERSION));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

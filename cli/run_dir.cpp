@@ -18,12 +18,14 @@ namespace flatline {
 namespace fs = std::filesystem;
 
 namespace {
-// Everything a run (cli/launch.cpp, the ranks, `simulate --out`) writes at a run directory's top level.
+// Everything a run (cli/launch.cpp, the ranks, `simulate --out`) writes at a run directory's top level:
+// detectors/ holds external detectors' stderr (detectors/external.h), formats/ the foreign-format logs
+// (telemetry/writers/writer.h).
 const std::set<std::string>& run_entries() {
-  static const std::set<std::string> s = {"scenario.yaml",      "manifest.json",   "manifest.json.tmp",
+  static const std::set<std::string> s = {"scenario.yaml",      "manifest.json",      "manifest.json.tmp",
                                           "diagnosis.json",     "diagnosis.json.tmp", "telemetry",
-                                          "logs",               "checkpoints",     "telemetry_warnings.txt",
-                                          kRunDirLockFile};
+                                          "logs",               "checkpoints",        "telemetry_warnings.txt",
+                                          "detectors",          "formats",            kRunDirLockFile};
   return s;
 }
 }  // namespace

@@ -56,9 +56,13 @@ std::string num_or_dash(double v, const char* fmt_spec) {
   return std::isfinite(v) ? fmt::format(fmt::runtime(fmt_spec), v) : "-";
 }
 
+nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
 // Escapes text for XML 1.0. In attributes (attr = true) line breaks and tabs are written as character
 // references so that parsers do not normalise them to spaces.
-std::string xml_escape(const std::string& s, bool attr = true) {
+std::string xml_escape(const std::string& s, bool attr) {
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {
@@ -79,10 +83,6 @@ std::string xml_escape(const std::string& s, bool attr = true) {
   }
   return out;
 }
-
-nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-}  // namespace
 
 RunScore score_run(const Manifest& m, const Diagnosis& d) {
   RunScore r;

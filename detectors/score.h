@@ -61,5 +61,7 @@ std::vector<std::string> confusion_labels(const SuiteScore& s, bool every_checkl
 std::string render_table(const SuiteScore& s);   // the scoreboard printed by `flatline score`
 std::string to_json(const SuiteScore& s);
 std::string to_junit(const SuiteScore& s);       // JUnit XML: one testcase per scenario
+// XML 1.0 text; in attributes (attr) line breaks and tabs become character references.
+std::string xml_escape(const std::string& s, bool attr = true);
 
 }  // namespace flatline

@@ -30,8 +30,12 @@ StepActions RunPlan::actions(int64_t step, int rank, int world_size) const {
 }
 
 UpdateDecision RunPlan::update(TrainCounters& c, const StepActions& a, bool found_inf) const {
+  return count(c, a, c.scaler.update(found_inf, a.max_loss_scale));
+}
+
+UpdateDecision RunPlan::count(TrainCounters& c, const StepActions& a, bool skip) const {
   UpdateDecision d;
-  d.skip = c.scaler.update(found_inf, a.max_loss_scale);
+  d.skip = skip;
   d.lr = plan_.schedule.lr(c.sched_step);
   if (!d.skip) ++c.opt_step;
   if (!a.scheduler_frozen) ++c.sched_step;

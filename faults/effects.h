@@ -73,6 +73,9 @@ class RunPlan {
   // update is read, the optimizer and scheduler counters advance (the scheduler steps on a skipped
   // update too, as torch.optim.lr_scheduler does after GradScaler.step; a frozen one never does).
   UpdateDecision update(TrainCounters& c, const StepActions& a, bool found_inf) const;
+  // The same after a scaler that lives elsewhere (kernels: aten, the scaler on the device, sim/amp.h) has
+  // decided `skip` itself: the lr read and the counters only.
+  UpdateDecision count(TrainCounters& c, const StepActions& a, bool skip) const;
 
   // The logger's view after this step (a frozen logger keeps the step and loss it showed last), and the
   // cross-rank mean it prints (a frozen one prints its stale loss).

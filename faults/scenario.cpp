@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "detectors/causes.h"
 #include "faults/fault.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline {
 namespace {
@@ -164,13 +166,20 @@ FaultSpec parse_fault(const Ctx& c, const YAML::Node& n) {
   return f;
 }
 
+std::string placement_error(const Scenario& s) {
+  if (s.device == "cpu" && s.process_group == "nccl") return "'process_group: nccl' needs 'device: cuda'";
+  if (s.device == "cuda" && s.kernels == "flatline")
+    return "'kernels: flatline' runs on cpu only (its kernels are Eigen loops over host memory); cuda takes aten";
+  return "";
+}
+
 Scenario parse(const YAML::Node& root, const std::string& source) {
   Ctx c{source};
   if (!root.IsMap()) c.fail(root, "a scenario must be a YAML mapping");
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
-               "schedule", "precision", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "fleet_only", "faults", "expect"});
+               "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
+               "log_every", "formats", "fleet_only", "faults", "expect"});
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -250,6 +259,11 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   }
   if (s.schedule.total == 0) s.schedule.total = s.steps;
   c.set_one_of(root, "precision", s.precision, {"fp32", "fp16", "bf16"});
+  c.set_one_of(root, "device", s.device, {"cpu", "cuda"});
+  c.set_one_of(root, "process_group", s.process_group, {"auto", "gloo", "nccl"});
+  c.set_one_of(root, "kernels", s.kernels, {"auto", "flatline", "aten"});
+  if (const std::string bad = placement_error(s); !bad.empty())
+    c.fail(root["process_group"] ? root["process_group"] : root["kernels"] ? root["kernels"] : root, bad);
   if (auto ls = root["loss_scaler"]) {
     c.expect_map(ls, "loss_scaler");
     c.only_keys(ls, "loss_scaler", {"init_scale", "growth_interval"});
@@ -281,6 +295,19 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
   c.set_min(root, "log_every", s.log_every, 1);
   c.set(root, "fleet_only", s.fleet_only);
+  if (auto f = root["formats"]) {
+    c.expect_map(f, "formats");
+    c.only_keys(f, "formats", {"write", "every"});
+    if (auto w = f["write"]) {
+      if (!w.IsSequence()) c.fail(w, "'write' must be a list of formats (" + format_names() + ")");
+      for (const auto& x : w) {
+        const auto name = c.get<std::string>(x, "write[]");
+        if (!is_format_name(name)) c.fail(x, fmt::format("unknown format '{}' (expected {})", name, format_names()));
+        s.formats.push_back(name);
+      }
+    }
+    c.set_min(f, "every", s.formats_every, 1);
+  }
   if (auto fs = root["faults"]) {
     if (!fs.IsSequence()) c.fail(fs, "'faults' must be a list");
     for (const auto& f : fs) {
@@ -310,6 +337,18 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
 
 }  // namespace
 
+void set_placement(Scenario& s, const std::string& device, const std::string& process_group,
+                   const std::string& source) {
+  if (device != "cpu" && device != "cuda")
+    throw ScenarioError(fmt::format("{}: device '{}': expected cpu | cuda", source, device));
+  if (!process_group.empty() && process_group != "auto" && process_group != "gloo" && process_group != "nccl")
+    throw ScenarioError(fmt::format("{}: process group '{}': expected auto | gloo | nccl", source, process_group));
+  s.device = device;
+  if (!process_group.empty()) s.process_group = process_group;
+  if (const std::string bad = placement_error(s); !bad.empty())
+    throw ScenarioError(fmt::format("{}: scenario {}: {}", source, s.name, bad));
+}
+
 Scenario load_scenario_text(const std::string& yaml, const std::string& source) {
   YAML::Node root;
   try {
@@ -322,6 +361,22 @@ Scenario load_scenario_text(const std::string& yaml, const std::string& source) 
   } catch (const YAML::Exception& e) {  // a conversion the checks above did not foresee
     throw ScenarioError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+}
+
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume) {
+  FormatContext c;
+  c.run_dir = run_dir;
+  c.every = s.formats_every;
+  c.world_size = s.world_size;
+  c.global_batch = int64_t{s.batch_size} * s.grad_accum * s.world_size;
+  c.train_iters = s.steps;
+  c.optimizer = s.optimizer.kind;
+  c.beta1 = s.optimizer.beta1;
+  c.beta2 = s.optimizer.beta2;
+  c.wall_t0 = run_t0 > 0 ? run_t0
+                         : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  c.resume = resume;
+  return c;
 }
 
 std::string read_scenario_file(const std::string& path) {
@@ -387,6 +442,9 @@ std::string to_yaml(const Scenario& s) {
     << s.schedule.kind << YAML::Key << "warmup" << YAML::Value << s.schedule.warmup << YAML::Key << "total"
     << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << num(s.schedule.min_lr) << YAML::EndMap;
   e << YAML::Key << "precision" << YAML::Value << s.precision;
+  e << YAML::Key << "device" << YAML::Value << s.device;
+  e << YAML::Key << "process_group" << YAML::Value << s.process_group;
+  e << YAML::Key << "kernels" << YAML::Value << s.kernels;
   if (s.precision == "fp16")
     e << YAML::Key << "loss_scaler" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "init_scale"
       << YAML::Value << s.loss_scale_init << YAML::Key << "growth_interval" << YAML::Value
@@ -402,6 +460,9 @@ std::string to_yaml(const Scenario& s) {
   e << YAML::Key << "collective_timeout_s" << YAML::Value << num(s.collective_timeout_s);
   e << YAML::Key << "log_every" << YAML::Value << s.log_every;
   if (s.fleet_only) e << YAML::Key << "fleet_only" << YAML::Value << true;
+  if (!s.formats.empty())
+    e << YAML::Key << "formats" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "write" << YAML::Value
+      << YAML::Flow << s.formats << YAML::Key << "every" << YAML::Value << s.formats_every << YAML::EndMap;
   e << YAML::Key << "faults" << YAML::Value << YAML::BeginSeq;
   for (const auto& f : s.faults) {
     e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << f.kind;

@@ -84,6 +84,16 @@ struct Scenario {
   // Megatron-LM starts at 2^32 (--initial-loss-scale), which makes a long, healthy initial search.
   double loss_scale_init = 65536.0;
   int64_t loss_scale_growth_interval = 2000;
+  // Placement. device: where each rank trains (cuda: cuda:LOCAL_RANK, one GPU per rank).
+  // process_group: auto = NCCL on cuda, Gloo on cpu, none at world_size 1; gloo on cuda stages CUDA
+  // tensors through the host and lets ranks share GPUs; a named one is created even at world_size 1.
+  // kernels: flatline = the harness's own CPU kernels (fused Eigen optimizer, one-pass gradient
+  // statistics, binary16 emulation; cpu only); aten = the step as PyTorch runs it on the device
+  // (autocast, GradScaler's kernels, fused AdamW/SGD, statistics read back a step later);
+  // auto = aten on cuda, flatline on cpu.
+  std::string device = "cpu";           // cpu | cuda
+  std::string process_group = "auto";   // auto | gloo | nccl
+  std::string kernels = "auto";         // auto | flatline | aten
   int64_t checkpoint_every = 0;  // 0 = never
   int64_t restart_at = -1;       // stop all ranks after this step and resume from the last checkpoint
   int64_t eval_every = 0;
@@ -94,6 +104,10 @@ struct Scenario {
   // For the fleet simulator only (`flatline simulate`): `run` refuses it, `score` skips it with a line
   // (cli/local_guard.h). scenarios/fleet/ are (1024 ranks).
   bool fleet_only = false;
+  // Foreign-format logs rank 0 also writes, live (telemetry/writers/writer.h): `formats: {write:
+  // [tensorboard, hf, ...], every: N}` (every: the frameworks' logging interval, in steps).
+  std::vector<std::string> formats;
+  int formats_every = 1;
   std::vector<FaultSpec> faults;
   ExpectSpec expect;
 };
@@ -103,9 +117,19 @@ struct Scenario {
 // read until memory runs out (/dev/urandom).
 constexpr size_t kMaxScenarioBytes = 1 << 20;
 std::string read_scenario_file(const std::string& path);
+struct FormatContext;  // telemetry/writers/writer.h
+// The foreign-format writers' context of a run of `s` (run_t0: the run's origin, Unix seconds; 0: now).
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume);
+
 Scenario load_scenario_file(const std::string& path);
 // `source` names the text in error messages (a file path, or "<embedded:main/x.yaml>").
 Scenario load_scenario_text(const std::string& yaml, const std::string& source);
+
+// Sets the placement (device, and process_group unless empty), as `--device` / `--process-group`
+// do; throws ScenarioError naming `source` for a combination that cannot run (nccl or the flatline
+// kernels on cpu... ). The loader checks a scenario's own keys the same way.
+void set_placement(Scenario& s, const std::string& device, const std::string& process_group,
+                   const std::string& source);
 
 // Serialises the resolved scenario (all defaults filled) as YAML, for the run's manifest.
 std::string to_yaml(const Scenario& s);

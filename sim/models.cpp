@@ -15,17 +15,19 @@ using torch::nn::Linear;
 using torch::nn::LinearOptions;
 
 at::Tensor TrainModel::boundary(const at::Tensor& x) {
-  if (half_ == at::kFloat) return x;
+  if (half_ == at::kFloat && !inject_inf_) return x;
   bool inf = inject_inf_;
   inject_inf_ = false;  // one layer overflows, once per forward
-  return round_through(x, half_, inf);
+  // fp32 (and real autocast): no rounding, only the injected overflow
+  return round_through(x, half_ == at::kFloat ? x.scalar_type() : half_, inf);
 }
 
 namespace {
 
 struct Block : torch::nn::Module {
-  Block(int n_embd, int n_head, int n_layer, int block_size)
+  Block(int n_embd, int n_head, int n_layer, int block_size, const bool& aten)
       : n_head(n_head),
+        aten(aten),
         ln1(register_module("ln_1", LayerNorm(LayerNormOptions({n_embd})))),
         c_attn(register_module("c_attn", Linear(n_embd, 3 * n_embd))),
         c_proj(register_module("attn_c_proj", Linear(n_embd, n_embd))),
@@ -66,10 +68,12 @@ struct Block : torch::nn::Module {
 
   at::Tensor forward(at::Tensor x) {
     x = x + attention(ln1(x));
-    return x + mlp_proj(gelu_tanh(c_fc(ln2(x))));
+    at::Tensor h = c_fc(ln2(x));
+    return x + mlp_proj(aten ? at::gelu(h, "tanh") : gelu_tanh(h));
   }
 
   int n_head;
+  const bool& aten;  // the model's set_aten_kernels
   LayerNorm ln1;
   Linear c_attn, c_proj;
   LayerNorm ln2;
@@ -88,7 +92,7 @@ class Gpt : public TrainModel {
     torch::nn::init::normal_(wpe_->weight, 0.0, 0.02);
     for (int i = 0; i < s.n_layer; ++i)
       blocks_.push_back(register_module("h" + std::to_string(i),
-                                        std::make_shared<Block>(s.n_embd, s.n_head, s.n_layer, s.block_size)));
+                                        std::make_shared<Block>(s.n_embd, s.n_head, s.n_layer, s.block_size, aten_)));
     if (!s.tied_head) {
       lm_head_ = register_parameter("lm_head", at::empty({256, s.n_embd}));
       torch::nn::init::normal_(lm_head_, 0.0, 0.02);
@@ -98,7 +102,7 @@ class Gpt : public TrainModel {
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets) override {
     const auto T = idx.size(1);
     if (T > spec_.block_size) throw std::invalid_argument("sequence longer than block_size");
-    at::Tensor pos = at::arange(T, at::kLong);
+    at::Tensor pos = at::arange(T, idx.options());
     at::Tensor x = boundary(wte_(idx) + wpe_(pos));
     for (auto& b : blocks_) x = boundary(b->forward(x));
     x = ln_f_(x);

@@ -6,7 +6,10 @@
 //  - CNN: a small Fashion-MNIST classifier: [conv3x3(c) ReLU maxpool2] -> [conv3x3(2c) ReLU maxpool2]
 //    -> linear(hidden) ReLU -> linear(10). PyTorch default init.
 // Both return the mean cross-entropy of a batch. set_precision("fp16" | "bf16") rounds activations and
-// their gradients through that format at module boundaries (sim/fp16.h), emulating it on CPU.
+// their gradients through that format at module boundaries (sim/fp16.h), emulating it on CPU; the
+// `kernels: aten` step runs the model under real autocast instead (sim/amp.h) and set_aten_kernels(true)
+// gives it ATen's own GELU, which takes autocast's half-precision activations (sim/gelu.h is float32).
+// Either way the parameters are float32 on the model's device (model->to(device)).
 #pragma once
 #include <memory>
 #include <vector>
@@ -24,11 +27,13 @@ class TrainModel : public torch::nn::Module {
   void set_precision(const std::string& p) { half_ = p == "fp16" ? at::kHalf : p == "bf16" ? at::kBFloat16 : at::kFloat; }
   // Makes one activation inf in the backward pass of the next forward (loss_scale_collapse).
   void set_inject_inf(bool on) { inject_inf_ = on; }
+  void set_aten_kernels(bool on) { aten_ = on; }
 
  protected:
   at::Tensor boundary(const at::Tensor& x);  // fp16 rounding at a module boundary (identity in fp32)
   at::ScalarType half_ = at::kFloat;
   bool inject_inf_ = false;
+  bool aten_ = false;
 };
 
 std::shared_ptr<TrainModel> make_model(const ModelSpec& spec);

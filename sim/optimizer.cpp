@@ -89,22 +89,69 @@ TensorStats tensor_stats(const std::vector<at::Tensor>& ts, bool full) {
   return s;
 }
 
-Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<at::Tensor> params)
-    : spec_(spec), params_(std::move(params)) {
+at::Tensor sum_sq_on_device(const std::vector<at::Tensor>& ts) {
+  return at::stack(at::_foreach_norm(ts)).to(at::kDouble).square().sum();
+}
+
+Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<at::Tensor> params, bool aten)
+    : spec_(spec), aten_(aten), params_(std::move(params)) {
   if (spec_.kind != "adamw" && spec_.kind != "sgd")
     throw std::invalid_argument("optimizer: unknown kind '" + spec_.kind + "' (adamw | sgd)");
   for (size_t i = 0; i < params_.size(); ++i) {
-    require_float_contiguous(params_[i], "optimizer: parameter " + std::to_string(i));
-    m_.push_back(at::zeros_like(params_[i]));
-    if (spec_.kind == "adamw") v_.push_back(at::zeros_like(params_[i]));
+    const auto& p = params_[i];
+    if (aten_) {
+      if (!p.defined() || p.scalar_type() != at::kFloat || !p.is_contiguous())
+        throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + ": expected a contiguous float32 tensor");
+    } else {
+      require_float_contiguous(p, "optimizer: parameter " + std::to_string(i));
+    }
+    m_.push_back(at::zeros_like(p));
+    if (spec_.kind == "adamw") v_.push_back(at::zeros_like(p));
+    if (aten_) prev_.push_back(at::empty_like(p));
   }
+  if (aten_ && !params_.empty()) step_t_ = at::zeros({}, params_[0].options());
+}
+
+UpdateNorms Optimizer::step_aten(double lr, bool norms) {
+  std::vector<at::Tensor> grads;
+  for (auto& p : params_) grads.push_back(p.grad());
+  ++steps_;
+  if (norms) at::_foreach_copy_(prev_, params_);
+  if (spec_.kind == "adamw") {
+    step_t_.fill_(static_cast<double>(steps_));  // torch.optim.AdamW's state["step"], one for every tensor
+    const std::vector<at::Tensor> steps(params_.size(), step_t_);
+    at::_fused_adamw_(params_, grads, m_, v_, /*max_exp_avg_sqs=*/{}, steps, lr, spec_.beta1, spec_.beta2,
+                      spec_.weight_decay, spec_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  } else {
+    // torch.optim.SGD(fused=True): no momentum buffers without momentum; the first step's buffer is d_p
+    const std::vector<at::Tensor> none;
+    at::_fused_sgd_(params_, grads, spec_.momentum > 0 ? at::TensorList(m_) : at::TensorList(none),
+                    spec_.weight_decay, spec_.momentum, lr, /*dampening=*/0, /*nesterov=*/false, /*maximize=*/false,
+                    /*is_first_step=*/spec_.momentum > 0 && steps_ == 1);
+  }
+  UpdateNorms out;
+  if (norms) {
+    at::_foreach_sub_(prev_, params_);
+    out.sq = at::stack({sum_sq_on_device(prev_), sum_sq_on_device(params_)});
+  }
+  return out;
 }
 
 UpdateNorms Optimizer::step(double lr, double grad_mult, bool norms) {
   for (size_t i = 0; i < params_.size(); ++i) {  // all checked before anything changes
     const at::Tensor& grad = params_[i].grad();
     if (!grad.defined()) throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " has no gradient");
-    require_float_contiguous(grad, "optimizer: gradient of parameter " + std::to_string(i));
+    if (aten_) {
+      if (grad.scalar_type() != at::kFloat || grad.device() != params_[i].device())
+        throw std::invalid_argument("optimizer: gradient of parameter " + std::to_string(i) +
+                                    ": expected float32 on the parameter's device");
+    } else {
+      require_float_contiguous(grad, "optimizer: gradient of parameter " + std::to_string(i));
+    }
+  }
+  if (aten_) {
+    if (grad_mult != 1.0) throw std::invalid_argument("optimizer: the aten kernels take unscaled, clipped gradients");
+    return step_aten(lr, norms);
   }
   UpdateNorms out;
   ++steps_;
@@ -150,8 +197,9 @@ void Optimizer::save(torch::serialize::OutputArchive& ar) const {
   ar.write("kind", c10::IValue(spec_.kind));
   ar.write("tensors", at::tensor({static_cast<int64_t>(params_.size())}, at::kLong));
   ar.write("step", at::tensor({steps_}, at::kLong));
-  for (size_t i = 0; i < m_.size(); ++i) ar.write("m." + std::to_string(i), m_[i]);
-  for (size_t i = 0; i < v_.size(); ++i) ar.write("v." + std::to_string(i), v_[i]);
+  // CPU copies: a checkpoint written on one device resumes on another
+  for (size_t i = 0; i < m_.size(); ++i) ar.write("m." + std::to_string(i), m_[i].cpu());
+  for (size_t i = 0; i < v_.size(); ++i) ar.write("v." + std::to_string(i), v_[i].cpu());
 }
 
 void Optimizer::load(torch::serialize::InputArchive& ar) {

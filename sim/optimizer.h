@@ -12,6 +12,10 @@
 // operations differs, so they are not bit-identical to it. Same inputs -> bit-identical outputs.
 // Parameters must be contiguous float32 (the harness's models are); the gradient is read from each
 // parameter's .grad(), multiplied by `grad_mult` (the loss-scale unscale and the clip coefficient).
+// With `aten` (the `kernels: aten` step, any device): the same updates by ATen's fused kernels, as
+// torch.optim.AdamW(fused=True) / SGD(fused=True) run them (_fused_adamw_, _fused_sgd_; one launch
+// for all tensors on CUDA); the gradients arrive unscaled and clipped (grad_mult 1), and the norms
+// stay on the device (UpdateNorms::sq) until the caller reads them back.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,12 +45,15 @@ TensorStats tensor_stats(const std::vector<at::Tensor>& ts, bool full = true);
 struct UpdateNorms {
   double update_sq = 0;  // ||p_new - p_old||^2 over all parameters (the step actually taken)
   double param_sq = 0;   // ||p_new||^2
+  at::Tensor sq;         // aten: [update_sq, param_sq], float64 on the parameters' device (undefined: host)
 };
+// ||p||^2 over all tensors, float64 on their device, not read back (aten).
+at::Tensor sum_sq_on_device(const std::vector<at::Tensor>& ts);
 
 class Optimizer {
  public:
   // Throws std::invalid_argument naming the parameter if one is not contiguous float32.
-  Optimizer(const OptimizerSpec& spec, std::vector<at::Tensor> params);
+  Optimizer(const OptimizerSpec& spec, std::vector<at::Tensor> params, bool aten = false);
   // One update at learning rate `lr` with gradients g = grad_mult * p.grad().
   // `norms` = false skips the two sums (the bare step of measure_step_ms).
   UpdateNorms step(double lr, double grad_mult = 1.0, bool norms = true);
@@ -58,8 +65,12 @@ class Optimizer {
   void load(torch::serialize::InputArchive& ar);
 
  private:
+  UpdateNorms step_aten(double lr, bool norms);
   OptimizerSpec spec_;
+  bool aten_;
   std::vector<at::Tensor> params_, m_, v_;  // v_ unused by SGD; m_ is SGD's momentum buffer
+  std::vector<at::Tensor> prev_;            // aten: the parameters before the step (update norm)
+  at::Tensor step_t_;                       // aten: the step count the fused AdamW kernel reads
   int64_t steps_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <malloc.h>
 #include <unistd.h>
@@ -26,6 +27,8 @@
 #include "core/check.h"
 #include "core/interrupt.h"
 #include "faults/effects.h"
+#include "sim/amp.h"
+#include "sim/build_info.h"
 #include "sim/data.h"
 #include "sim/dist.h"
 #include "sim/fp16.h"
@@ -35,6 +38,7 @@
 #include "sim/sampler.h"
 #include "telemetry/async_writer.h"
 #include "telemetry/jsonl.h"
+#include "telemetry/writers/writer.h"
 
 namespace flatline {
 namespace fs = std::filesystem;
@@ -240,11 +244,12 @@ void save_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, Tr
   write_file_atomic(fmt::format("{}/rank-{}.pt", dir, rank), bytes.str(), "the checkpoint");
 }
 
-Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model, Optimizer& opt) {
+Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model, Optimizer& opt,
+                         at::Device dev) {
   torch::serialize::InputArchive ar, opt_ar;
   const std::string file = fmt::format("{}/rank-{}.pt", dir, rank);
   try {
-    ar.load_from(file);
+    ar.load_from(file, dev);  // tensors onto this rank's device, whichever device wrote them
   } catch (const c10::Error& e) {  // "failed finding central directory": name the file
     throw std::runtime_error(fmt::format("{}: not a readable checkpoint: {}", file, e.what_without_backtrace()));
   }
@@ -263,6 +268,9 @@ Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec
   ar.read("progress", pi);
   ar.read("progress_f", pf);
   ar.read("rng", rng);
+  pi = pi.cpu();
+  pf = pf.cpu();
+  rng = rng.cpu();
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(rng);
   if (pi.dim() != 1 || pi.numel() != 8 || pi.scalar_type() != at::kLong || pf.dim() != 1 || pf.numel() != 2 ||
@@ -292,7 +300,8 @@ std::string message_of(const std::exception& e) {
 }
 
 // The recoverable failures of a rank (trainer.h): a collective (CommError, sim/dist.h), the file system
-// (IoError, telemetry/jsonl.h; std::filesystem), a checkpoint (already a RankError). nullopt: a bug.
+// (IoError, telemetry/jsonl.h; std::filesystem), a checkpoint or a device (already a RankError).
+// nullopt: a bug.
 std::optional<RankError::Kind> recoverable_kind(const std::exception& e) {
   if (auto* r = dynamic_cast<const RankError*>(&e)) return r->kind();
   if (dynamic_cast<const CommError*>(&e)) return RankError::Kind::comm;
@@ -320,6 +329,69 @@ void keep_freed_memory() {
   (void)once;
 }
 
+// Where a rank trains and how: the scenario's device, process_group and kernels, resolved.
+struct Placement {
+  at::Device device{at::kCPU};
+  ProcessGroupKind process_group = ProcessGroupKind::none;
+  bool aten = false;  // kernels: aten
+};
+
+Placement placement(const Scenario& sc, int rank, int local_rank, int local_world) {
+  Placement p;
+  const ResolvedPlacement names = resolve_placement(sc);
+  p.aten = names.kernels == "aten";
+  p.process_group = names.process_group == "nccl"   ? ProcessGroupKind::nccl
+                    : names.process_group == "gloo" ? ProcessGroupKind::gloo
+                                                    : ProcessGroupKind::none;
+  if (sc.device != "cuda") return p;
+  const int gpus = cuda_device_count();
+  if (gpus == 0) throw RankError(RankError::Kind::device, fmt::format("rank {}: device cuda, but this process sees no GPU ({})", rank, devices_info()));
+  // NCCL takes one GPU per rank; Gloo stages CUDA tensors through the host, so ranks may share one
+  if (local_world > gpus && p.process_group != ProcessGroupKind::gloo)
+    throw RankError(RankError::Kind::device, fmt::format("rank {}: {} local ranks need {} GPUs (one per rank: cuda:LOCAL_RANK), this machine "
+                                "has {}; 'process_group: gloo' lets ranks share GPUs", rank, local_world, local_world, gpus));
+  p.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  return p;
+}
+
+// A step's telemetry scalars, host values in this order (kernels: aten gathers them on the device
+// into one float64 tensor of this layout, for one copy back).
+enum Scalar { kLoss, kLossAvg, kLocalGradNorm, kGradNorm, kZeros, kFoundInf, kUpdateSq, kParamSq, kMismatch,
+              kScaleUsed, kScalars };
+
+struct StepDeviceScalars {
+  at::Tensor loss, loss_avg, local_sq, zeros, found_inf, mismatch, scale_used;  // each float64, one value
+  at::Tensor gather(const at::Tensor& grad_norm, const at::Tensor& norms_sq, at::Device dev) const {
+    const at::Tensor zero = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
+    std::vector<at::Tensor> v(kScalars, zero);
+    auto set = [&](Scalar i, const at::Tensor& t) {
+      if (t.defined()) v[i] = t.to(at::kDouble).reshape({});
+    };
+    set(kLoss, loss);
+    set(kLossAvg, loss_avg);
+    if (local_sq.defined() && scale_used.defined()) set(kLocalGradNorm, local_sq.sqrt() / scale_used);
+    set(kGradNorm, grad_norm);
+    set(kZeros, zeros);
+    set(kFoundInf, found_inf);
+    if (norms_sq.defined()) {
+      set(kUpdateSq, norms_sq[0]);
+      set(kParamSq, norms_sq[1]);
+    }
+    set(kMismatch, mismatch);
+    set(kScaleUsed, scale_used);
+    return at::stack(v);
+  }
+};
+
+// A step's record, waiting for its scalars (kernels: aten) or completed at once (flatline).
+struct Pending {
+  Record r;
+  Readback scalars;
+  StepActions act;      // the step's fault actions (a frozen logger repeats its last step and loss)
+  bool log = false;     // this step writes a record (log_every, telemetry on)
+  int64_t numel = 0;    // gradient elements (the zero fraction's denominator)
+};
+
 int default_threads(int local_ranks) {
   unsigned hw = std::thread::hardware_concurrency();
   return std::max(1, static_cast<int>(hw == 0 ? 1 : hw) / std::max(1, local_ranks));
@@ -333,12 +405,23 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
   keep_freed_memory();
   at::set_num_threads(o.threads > 0 ? o.threads : default_threads(o.local_world_size));
 
-  // ---- set-up: faults, schedule, telemetry, process group, data, model, optimizer -----------------
+  // ---- set-up: faults, schedule, telemetry, placement, process group, data, model, optimizer ------
   RunPlan plan(sc);  // the faults, the schedule after their plan(), the rules of a step (faults/effects.h)
+  const Placement place =
+      placement(sc, rank, o.local_rank >= 0 ? o.local_rank : rank % std::max(1, o.local_world_size), o.local_world_size);
+  const at::Device dev = place.device;
+  const bool aten = place.aten;
+  if (dev.is_cuda()) c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).setDevice(dev);
 
   fs::create_directories(o.run_dir + "/telemetry");
   JsonlWriter tel(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, rank), /*append=*/o.resume);
-  AsyncRecordWriter out(tel);  // every record of this rank, written off the step in the order posted
+  // Rank 0 also writes the foreign-format logs the scenario asks for, on the writer thread (frameworks log on rank 0).
+  std::unique_ptr<FormatSink> formats;
+  if (rank == 0 && o.telemetry && !sc.formats.empty())
+    formats = std::make_unique<FormatSink>(sc.formats, format_context(sc, o.run_dir, o.run_t0, o.resume));
+  AsyncRecordWriter out(tel, std::chrono::milliseconds(5),  // every record of this rank, written off the step
+                        formats ? std::function<void(const Record&)>([&f = *formats](const Record& r) { f.write(r); })
+                                : nullptr);
   Clock clock(0);
   auto event = [&](const std::string& name, int64_t step, const std::string& detail = "") {
     Record r;
@@ -356,7 +439,8 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
   std::optional<Comm> comm_or;
   try {
     comm_or.emplace(rank, world, o.master_addr, o.master_port,
-                    std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)));
+                    std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)), place.process_group,
+                    dev);
   } catch (const std::exception& e) {  // the peers never met: the telemetry still says why this rank ended
     try {
       event("error", 0, message_of(e));
@@ -391,6 +475,35 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
   });
 
   RankResult result;
+  Pending pending;  // kernels: aten: the last step's record, waiting for its scalars
+  Progress pr;
+  // Completes a step's record from its scalars (host values), then writes it.
+  auto complete = [&](Pending& p, const double* v) {
+    RunPlan::log(pr.logged, p.act, p.act.step, v[kLoss]);
+    result.losses.push_back(v[kLoss]);
+    if (v[kMismatch] != 0) ++result.param_mismatches;
+    if (!p.log) return;
+    Record& r = p.r;
+    r.step = pr.logged.step;
+    r.loss = pr.logged.loss;
+    r.loss_avg = RunPlan::logged_loss_avg(pr.logged, p.act, v[kLossAvg]);
+    r.param_mismatches = result.param_mismatches;
+    r.grad_norm = v[kGradNorm];
+    r.local_grad_norm = v[kLocalGradNorm];
+    r.grad_zero_frac = p.numel ? v[kZeros] / static_cast<double>(p.numel) : 0.0;
+    r.param_norm = std::sqrt(v[kParamSq]);
+    r.update_norm = std::sqrt(v[kUpdateSq]);
+    r.loss_scale = v[kScaleUsed];
+    r.overflow = v[kFoundInf] != 0;
+    out.post(std::move(r));
+  };
+  auto resolve = [&] {  // the pending record, once its scalars are on the host
+    if (!pending.scalars) return;
+    const at::Tensor h = comm.finish_read(pending.scalars, "reading back a step's telemetry scalars");
+    pending.scalars = Readback{};
+    pending.r.t = clock.t();  // when it is written: the file keeps the order of t (heartbeats came between)
+    complete(pending, h.data_ptr<double>());
+  };
   // The `error` event of a failure; a writer that failed itself (a full disk) must not hide the failure.
   auto note_error = [&](const std::string& msg) {
     try {
@@ -413,13 +526,32 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       at::manual_seed(sc.seed);  // identical init on every rank; rank 0's is broadcast below anyway
       model = make_model(sc.model);
     }
-    model->set_precision(sc.precision);
+    model->to(dev);  // initialised on the CPU: the same parameters on every device
+    // aten: real autocast instead of the binary16 emulation
+    model->set_precision(aten ? "fp32" : sc.precision);
+    model->set_aten_kernels(aten);
+    const bool autocast = aten && sc.precision != "fp32";
+    const at::ScalarType amp_dtype = sc.precision == "bf16" ? at::kBFloat16 : at::kHalf;
     std::vector<at::Tensor> params = model->parameters();
     {
       at::NoGradGuard ng;
       for (auto& p : params) comm.broadcast(p, 0);
     }
-    Optimizer opt(sc.optimizer, params);
+    // aten: every gradient a view into one flat buffer (DDP's gradient_as_bucket_view): backward
+    // accumulates into it, and the all-reduce and the statistics each take it in one op; its last
+    // element carries the loss through the all-reduce.
+    int64_t numel = 0;
+    for (auto& p : params) numel += p.numel();
+    at::Tensor flat_grad;
+    if (aten) {
+      flat_grad = at::zeros({numel + 1}, at::TensorOptions().dtype(at::kFloat).device(dev));
+      int64_t off = 0;
+      for (auto& p : params) {
+        p.mutable_grad() = flat_grad.slice(0, off, off + p.numel()).view_as(p);
+        off += p.numel();
+      }
+    }
+    Optimizer opt(sc.optimizer, params, aten);
     std::optional<DistributedSampler> sampler_or;
     try {
       sampler_or.emplace(data.train_size(), world, rank, sc.batch_size, sc.grad_accum, sc.seed);
@@ -428,7 +560,6 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
     }
     DistributedSampler& sampler = *sampler_or;
 
-    Progress pr;
     pr.c = plan.start();
     if (o.resume) {
       const int64_t ck = latest_checkpoint(o.run_dir);
@@ -441,7 +572,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       const int written_by = checkpoint_world_size(dir);
       const int source = rank < written_by ? rank : 0;
       try {
-        pr = load_checkpoint(dir, source, sc.model, *model, opt);
+        pr = load_checkpoint(dir, source, sc.model, *model, opt, dev);
       } catch (const std::exception& e) {
         const std::string file = fmt::format("{}/rank-{}.pt", dir, source), m = message_of(e);
         throw RankError(RankError::Kind::checkpoint, m.find(file) == std::string::npos ? file + ": " + m : m);
@@ -467,6 +598,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       event("run_start", 0, fmt::format("world_size {}, scenario {}", world, sc.name));
     }
     sampler.set_state(pr.sampler);
+    GradScaler grad_scaler(pr.c.scaler, dev);  // aten: the scaler on the device (pr.c.scaler: checkpoints)
 
     const int per_micro = sc.batch_size;
     for (int64_t step = pr.c.step + 1; step <= sc.steps; ++step) {
@@ -486,30 +618,58 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
 
       // ---- forward + backward over grad_accum micro-batches (loss scaled for fp16) ------------------
       watchdog.set_phase("compute");
-      for (auto& p : params) p.mutable_grad().reset();  // set_to_none: backward assigns instead of adding
+      if (aten) flat_grad.zero_();
+      else
+        for (auto& p : params) p.mutable_grad().reset();  // set_to_none: backward assigns instead of adding
       double loss_sum = 0;
+      at::Tensor loss_acc;  // aten: the same sum, on the device
       for (int m = 0; m < sc.grad_accum; ++m) {
         auto [x, y] = data.batch(ids.data() + m * per_micro, per_micro, false);
         model->set_inject_inf(act.inject_inf && m == 0);
+        if (aten) {
+          at::Tensor loss;
+          {
+            AutocastGuard amp(dev.type(), amp_dtype, autocast);
+            loss = model->loss(x.to(dev, /*non_blocking=*/true), y.to(dev, /*non_blocking=*/true));
+          }
+          loss_acc = m == 0 ? loss.detach().clone() : loss_acc.add_(loss.detach());
+          // GradScaler.scale(loss), and the mean over micro-batches
+          if (!act.skip_backward)
+            (pr.c.scaler.enabled || sc.grad_accum > 1 ? loss * (grad_scaler.scale() / sc.grad_accum) : loss).backward();
+          continue;
+        }
         at::Tensor loss = model->loss(x, y);
         if (o.telemetry || world > 1) loss_sum += loss.item<double>();  // logged; all-reduced with the grads
         const double factor = pr.c.scaler.scale / sc.grad_accum;  // fp16 loss scale; mean over micro-batches
         if (!act.skip_backward) (factor == 1.0 ? loss : loss * factor).backward();
       }
-      for (auto& p : params)
-        if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-      if (act.slowdown > 0)  // a straggler: this rank's forward + backward take (1 + slowdown) x as long
+      if (!aten)
+        for (auto& p : params)
+          if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+      if (act.slowdown > 0) {  // a straggler: this rank's forward + backward take (1 + slowdown) x as long
+        if (aten) comm.read(flat_grad.slice(0, 0, 1), "the straggler's backward");  // the device's time, not the launches'
         std::this_thread::sleep_for(std::chrono::duration<double>(
             act.slowdown * std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count()));
+      }
       plan.apply(Hook::after_backward, act);
-      if (RunPlan::contributes_zeros(act))
-        for (auto& p : params) p.mutable_grad().zero_();
+      if (RunPlan::contributes_zeros(act)) {
+        if (aten) flat_grad.zero_();
+        else
+          for (auto& p : params) p.mutable_grad().zero_();
+      }
       std::vector<at::Tensor> grads;
       for (auto& p : params) grads.push_back(p.grad());
       // This rank's own gradient, before the all-reduce (zero_grad_rank's signal); grads stay scaled.
       // Zero count and overflow check: telemetry, and the fp16 scaler's skip decision.
       const bool full_stats = o.telemetry || pr.c.scaler.enabled;
-      const TensorStats local = tensor_stats(grads, /*full=*/world == 1 && full_stats);
+      const at::Tensor flat_g = aten ? flat_grad.slice(0, 0, numel) : at::Tensor();
+      StepDeviceScalars dv;  // aten: this step's telemetry scalars, on the device
+      TensorStats local;
+      if (aten) {
+        if (o.telemetry) dv.local_sq = at::linalg_vector_norm(flat_g).to(at::kDouble).square();
+      } else {
+        local = tensor_stats(grads, /*full=*/world == 1 && full_stats);
+      }
       const double local_grad_norm = std::sqrt(local.sum_sq) / pr.c.scaler.scale;
       const double loss = loss_sum / sc.grad_accum;
 
@@ -519,7 +679,15 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       watchdog.set_phase("collective");
       const auto t_comm = std::chrono::steady_clock::now();
       double loss_avg = loss;
-      if (world > 1) {  // one flat buffer, one collective (as DDP's gradient buckets), the loss riding along
+      if (aten) {
+        flat_grad.slice(0, numel).copy_(loss_acc.div_(sc.grad_accum).reshape({1}));
+        if (o.telemetry) dv.loss = loss_acc.to(at::kDouble);
+        if (world > 1) {
+          comm.allreduce_sum(flat_grad);
+          flat_grad.div_(world);
+        }
+        if (o.telemetry) dv.loss_avg = flat_grad.slice(0, numel).to(at::kDouble).reshape({});
+      } else if (world > 1) {  // one flat buffer, one collective (as DDP's gradient buckets), the loss riding along
         std::vector<at::Tensor> flat_parts;
         for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
         flat_parts.push_back(at::full({1}, loss, at::kFloat));
@@ -536,98 +704,150 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       const double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_comm).count();
 
       // ---- optimizer: overflow check, unscale + clip, update (GradScaler + clip_grad_norm_ order) ----
-      // One pass over the (still scaled) gradients gives the norm, the zero count and the overflow check;
-      // the unscale and the clip coefficient are applied inside the optimizer's own pass.
+      // flatline: one pass over the (still scaled) gradients gives the norm, the zero count and the
+      // overflow check; the unscale and the clip coefficient are applied inside the optimizer's own pass.
+      // aten: GradScaler.unscale_ (its kernel: unscale + check), clip_grad_norm_, then step() only when
+      // the check found nothing, which is the one wait for the device a GradScaler step has (fp16).
       watchdog.set_phase("optimizer");
       plan.apply(Hook::before_optimizer, act);
       const double scale_used = pr.c.scaler.scale;
-      const TensorStats global = world == 1 ? local : tensor_stats(grads, full_stats);
-      const bool found_inf = !global.finite;
-      const double grad_norm = std::sqrt(global.sum_sq) / scale_used;
-      const UpdateDecision upd = plan.update(pr.c, act, found_inf);
+      TensorStats global;
+      bool found_inf = false;
+      UpdateDecision upd;
+      double grad_norm = 0;
+      at::Tensor grad_norm_t;
+      if (aten) {
+        if (o.telemetry) {
+          dv.zeros = (numel - at::count_nonzero(flat_g)).to(at::kDouble);
+          dv.scale_used = grad_scaler.scale().to(at::kDouble).reshape({});  // a copy: update() changes it in place
+        }
+        const at::Tensor found = grad_scaler.unscale_({flat_g});
+        grad_norm_t = at::linalg_vector_norm(flat_g);
+        grad_scaler.update(found, act.max_loss_scale);
+        if (o.telemetry) dv.found_inf = found.to(at::kDouble).reshape({});
+        if (pr.c.scaler.enabled)
+          found_inf = comm.read(found, "the all-reduce and overflow check").item<float>() != 0;
+        upd = plan.count(pr.c, act, /*skip=*/found_inf);  // the device's scaler decided; pr.c.scaler at checkpoints
+      } else {
+        global = world == 1 ? local : tensor_stats(grads, full_stats);
+        found_inf = !global.finite;
+        grad_norm = std::sqrt(global.sum_sq) / scale_used;
+        upd = plan.update(pr.c, act, found_inf);
+      }
       const bool skipped = upd.skip;
       const double lr = upd.lr;
       UpdateNorms norms;
       const bool want_norms = o.telemetry || world > 1;  // logged; the cross-rank checksum below
       if (!skipped) {
-        norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip), want_norms);
+        if (aten) {
+          if (sc.optimizer.grad_clip > 0)  // torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6), at most 1
+            flat_g.mul_((sc.optimizer.grad_clip / (grad_norm_t + 1e-6)).clamp_max(1.0));
+          norms = opt.step(lr, 1.0, want_norms);
+        } else {
+          norms = opt.step(lr, grad_multiplier(scale_used, grad_norm, sc.optimizer.grad_clip), want_norms);
+        }
       } else if (want_norms) {
-        norms.param_sq = tensor_stats(params, /*full=*/false).sum_sq;
+        if (aten) norms.sq = at::stack({at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev)),
+                                        sum_sq_on_device(params)});
+        else norms.param_sq = tensor_stats(params, /*full=*/false).sum_sq;
       }
-      const double update_norm = std::sqrt(norms.update_sq), param_norm = std::sqrt(norms.param_sq);
 
       // ---- consistency (nccl-tests' #wrong): parameters must be identical on every rank -------------
       // The checksum is the squared parameter norm the optimizer summed in a fixed order: bit-identical
       // parameters give bit-identical sums (necessary, not sufficient; a diverged rank differs at once).
-      if (world > 1) {
+      bool mismatch = false;
+      if (world > 1 && aten) {
+        at::Tensor c = at::stack({norms.sq[1], -norms.sq[1]});
+        comm.allreduce_max(c);
+        dv.mismatch = (c[0] != -c[1]).to(at::kDouble);
+      } else if (world > 1) {
         const double checksum = norms.param_sq;
         at::Tensor c = at::tensor({checksum, -checksum}, at::kDouble);
         comm.allreduce_max(c);
-        if (c[0].item<double>() != -c[1].item<double>()) ++result.param_mismatches;
+        mismatch = c[0].item<double>() != -c[1].item<double>();
       }
 
       // ---- logging --------------------------------------------------------------------------------
       plan.apply(Hook::at_logging, act);
-      RunPlan::log(pr.logged, act, step, loss);
-      if (o.telemetry && plan.logs(step)) {
-        Record r;
-        r.rank = rank;
-        r.t = clock.t();
-        r.step = pr.logged.step;
-        r.opt_step = pr.c.opt_step;
-        r.loss = pr.logged.loss;
-        r.loss_avg = RunPlan::logged_loss_avg(pr.logged, act, loss_avg);
-        r.lr = lr;
-        r.grad_norm = grad_norm;
-        r.local_grad_norm = local_grad_norm;
-        r.grad_zero_frac = global.numel ? static_cast<double>(global.zeros) / static_cast<double>(global.numel) : 0.0;
-        r.param_norm = param_norm;
-        r.update_norm = update_norm;
-        r.loss_scale = scale_used;
-        r.overflow = found_inf;
-        r.skipped = skipped;
-        r.batch_hash = batch_hash(ids);
-        r.epoch = pr.sampler.epoch;
-        r.samples_seen = pr.c.samples_seen;
+      Pending p;
+      p.act = act;
+      p.log = o.telemetry && plan.logs(step);
+      p.numel = aten ? numel : global.numel;
+      Record& r = p.r;
+      r.rank = rank;
+      r.t = clock.t();
+      r.opt_step = pr.c.opt_step;
+      r.lr = lr;
+      r.skipped = skipped;
+      r.batch_hash = batch_hash(ids);
+      r.epoch = pr.sampler.epoch;
+      r.samples_seen = pr.c.samples_seen;
+      r.comm_ms = comm_ms;
+      if (aten) {
+        resolve();  // the step before: long done on the device by now
         r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
-        r.comm_ms = comm_ms;
-        r.param_mismatches = result.param_mismatches;
-        out.post(std::move(r));
+        pending = std::move(p);
+        if (o.telemetry || world > 1) {
+          pending.scalars = comm.start_read(dv.gather(grad_norm_t, norms.sq, dev));
+        } else {  // bare (one rank, no telemetry): wait, so that step_ms is the device's time, not the launches'
+          comm.read(flat_grad.slice(0, 0, 1), "the step");
+          result.losses.push_back(0);
+        }
+      } else {
+        double v[kScalars] = {};
+        v[kLoss] = loss;
+        v[kLossAvg] = loss_avg;
+        v[kLocalGradNorm] = local_grad_norm;
+        v[kGradNorm] = grad_norm;
+        v[kZeros] = static_cast<double>(global.zeros);
+        v[kFoundInf] = found_inf;
+        v[kUpdateSq] = norms.update_sq;
+        v[kParamSq] = norms.param_sq;
+        v[kMismatch] = mismatch;
+        v[kScaleUsed] = scale_used;
+        r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count();
+        complete(p, v);
       }
       pr.c.step = step;
       result.last_step = step;
-      result.losses.push_back(loss);
       result.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_step).count());
 
       // ---- eval: every rank evaluates its share of the held-out batches; mean over ranks --------------
       if (sc.eval_every > 0 && step % sc.eval_every == 0) {
+        resolve();  // the step's record before the eval's
         watchdog.set_phase("eval");
         event("eval_start", step);
         at::NoGradGuard ng;
-        double sum = 0, n = 0;
+        const auto f64 = at::TensorOptions().dtype(at::kDouble).device(dev);
+        at::Tensor sum = at::zeros({}, f64);
+        double n = 0;
         const int64_t n_eval = data.eval_size();
         std::vector<int64_t> eids(static_cast<size_t>(per_micro));
         for (int b = rank; b < sc.eval_batches; b += world) {
           for (int i = 0; i < per_micro; ++i) eids[static_cast<size_t>(i)] = (int64_t{b} * per_micro + i) % n_eval;
           auto [x, y] = data.batch(eids.data(), per_micro, true);
-          sum += model->loss(x, y).item<double>();
+          AutocastGuard amp(dev.type(), amp_dtype, autocast);
+          sum.add_(model->loss(x.to(dev, /*non_blocking=*/true), y.to(dev, /*non_blocking=*/true)).to(at::kDouble));
           n += 1;
         }
-        at::Tensor s = at::tensor({sum, n}, at::kDouble);
+        at::Tensor s = at::stack({sum, at::full({}, n, f64)});
         comm.allreduce_sum(s);
+        const at::Tensor h = comm.read(s, "the eval all-reduce");
         Record e;
         e.kind = RecordKind::eval;
         e.rank = rank;
         e.t = clock.t();
         e.step = step;
-        e.eval_loss = s[0].item<double>() / std::max(1.0, s[1].item<double>());
+        e.eval_loss = h[0].item<double>() / std::max(1.0, h[1].item<double>());
         out.post(std::move(e));
         event("eval_end", step);
       }
 
       // ---- checkpoint: every rank saves its state; rank 0 marks it complete after a barrier ----------
       if (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) {
+        resolve();  // pr.logged of this step
         watchdog.set_phase("checkpoint");
+        if (aten) pr.c.scaler = grad_scaler.state();
         const std::string dir = checkpoint_dir(o.run_dir, step);
         try {
           save_checkpoint(dir, rank, sc.model, *model, opt, pr);
@@ -644,20 +864,29 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
 
       // ---- restart: the scheduler stops every rank here; new processes resume from the checkpoint -----
       if (plan.stops_for_restart(step, o.resume)) {
+        resolve();
         event("stop_for_restart", step);
         result.stopped_for_restart = true;
         break;
       }
     }
+    resolve();
     result.opt_steps = pr.c.opt_step;
     if (o.keep_params)
       for (auto& p : params) {
-        at::Tensor c = p.detach().contiguous().to(at::kFloat);
+        at::Tensor c = p.detach().contiguous().to(at::kFloat).cpu();
         result.params.insert(result.params.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
       }
     if (!result.stopped_for_restart)
       event("run_end", result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
   } catch (const std::exception& e) {  // typed by train_rank() below
+    // A completed step whose scalars arrived before the failure still gets its record.
+    if (pending.scalars && (!pending.scalars.done || pending.scalars.done->query())) {
+      try {
+        resolve();
+      } catch (...) {
+      }
+    }
     const bool bug = !recoverable_kind(e) && !dynamic_cast<const InvariantError*>(&e) &&
                      !dynamic_cast<const ScenarioError*>(&e);
     note_error(bug ? "internal error: " + message_of(e) : message_of(e));

@@ -7,9 +7,15 @@
 // be written or read — writes an `error` event and throws RankError of that kind. Anything else is a bug
 // and leaves as itself after the same `error` event ("internal error: ..."): InvariantError from a
 // FLATLINE_CHECK (core/check.h), or any other exception (std::logic_error from a broken precondition).
-// A scenario that asks more of its data than the data holds leaves as a ScenarioError. Either way every completed step's record is on
-// disk by then (records are written and flushed, one line each, by a background thread within
+// A scenario that asks more of its data than the data holds leaves as a ScenarioError. Either way every
+// completed step's record is on disk by then (records are written and flushed, one line each, by a background thread within
 // microseconds of the step; train_rank drains it before it returns or throws).
+// `device: cuda` with fewer GPUs than local ranks throws RankError naming both counts (unless
+// `process_group: gloo`, which lets ranks share GPUs).
+// With `kernels: aten` (CUDA's default) the step never waits for the device except where
+// torch.amp.GradScaler.step does (the overflow check, fp16 only): a step's telemetry scalars are
+// gathered on the device into one tensor, copied to pinned host memory, and its record is written
+// at the next step (or before a checkpoint, an eval, the end, or an error).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -23,7 +29,7 @@ namespace flatline {
 
 class RankError : public std::runtime_error {
  public:
-  enum class Kind { comm, io, checkpoint };
+  enum class Kind { comm, io, checkpoint, device };  // device: the GPUs the scenario asks for are not there
   RankError(Kind k, const std::string& what) : std::runtime_error(what), kind_(k) {}
   Kind kind() const { return kind_; }
 
@@ -35,6 +41,7 @@ struct RankOptions {
   Scenario scenario;
   std::string run_dir;             // telemetry/ and checkpoints/ go here
   int rank = 0, world_size = 1, local_world_size = 1;
+  int local_rank = -1;             // LOCAL_RANK: device: cuda trains on cuda:local_rank; -1: rank % local_world_size
   std::string master_addr = kDefaultMasterAddr;
   int master_port = kDefaultMasterPort;
   bool resume = false;             // continue from the latest checkpoint in run_dir

@@ -4,8 +4,9 @@
 
 namespace flatline {
 
-AsyncRecordWriter::AsyncRecordWriter(JsonlWriter& out, std::chrono::milliseconds poll)
-    : out_(out), poll_(poll), thread_([this] { loop(); }) {}
+AsyncRecordWriter::AsyncRecordWriter(JsonlWriter& out, std::chrono::milliseconds poll,
+                                     std::function<void(const Record&)> also)
+    : out_(out), also_(std::move(also)), poll_(poll), thread_([this] { loop(); }) {}
 
 AsyncRecordWriter::~AsyncRecordWriter() {
   {
@@ -66,6 +67,10 @@ void AsyncRecordWriter::loop() {
     } catch (...) {
       err = std::current_exception();
     }
+    if (also_) try {
+        also_(r);
+      } catch (...) {
+      }
     l.lock();
     writing_ = false;
     if (err && !error_) error_ = err;

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -27,7 +28,10 @@ namespace flatline {
 
 class AsyncRecordWriter {
  public:
-  explicit AsyncRecordWriter(JsonlWriter& out, std::chrono::milliseconds poll = std::chrono::milliseconds(5));
+  // `also`: called on the writer thread with each record after it is on disk (rank 0's foreign-format
+  // logs, telemetry/writers/writer.h); what it throws is dropped, it must not stop the telemetry.
+  explicit AsyncRecordWriter(JsonlWriter& out, std::chrono::milliseconds poll = std::chrono::milliseconds(5),
+                             std::function<void(const Record&)> also = nullptr);
   ~AsyncRecordWriter();  // drains, then stops the thread; write errors at this point are dropped
   AsyncRecordWriter(const AsyncRecordWriter&) = delete;
   AsyncRecordWriter& operator=(const AsyncRecordWriter&) = delete;
@@ -42,6 +46,7 @@ class AsyncRecordWriter {
   void loop();
   void rethrow_locked();
   JsonlWriter& out_;
+  std::function<void(const Record&)> also_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
   std::deque<Record> queue_;

@@ -2,6 +2,9 @@
 // ProcessGroupGloo over one TCPStore), collect the first error, return every rank's result.
 #pragma once
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <random>

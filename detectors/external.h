@@ -1,0 +1,148 @@
+// External detectors (docs/DETECTORS.md): any program, started through /bin/sh -c, that reads a run's
+// telemetry records (telemetry/jsonl.h, one JSON object a line, ranks merged in time order) on its
+// stdin and writes alarms on its stdout, one JSON object a line. Plain C++ (POSIX), no torch: the
+// launcher calls it from its poll loop (live runs) and `flatline score` from a replay of a recorded
+// run, never from the ranks' path, so a slow or broken detector never slows or blocks training.
+//
+// Alarm line: {"cause": "lr_zero", "rank": 1, "evidence": ["lr = 0 since step 160"], "step": 163,
+//   "confidence": 0.9}; every key optional. No `cause` (or null) = detection only ("something is
+//   wrong"). `step` is the detector's own claim, reported but never used: the harness stamps each
+//   alarm on arrival with the step and run time it had reached (Stamp below), so latency is measured
+//   by the harness. An unknown key, a cause that is not a detector id, a rank outside the world size
+//   or a line that is not a JSON object is a detector error ("garbage"), so a typo never turns silently
+//   into a detection-only alarm.
+//
+// Stamps, per mode:
+//   live     the run's front: the step of the latest record released to the detectors (records are
+//            released in time order once every rank has passed them, or after kLiveHoldS), and the
+//            run time (wall clock since the run's start) at arrival. A slow detector is late.
+//   paced    (--realtime replay) the same, on the replay's clock: records are released at their
+//            recorded t / speed.
+//   unpaced  (replay as fast as the detector reads) lock-step: one record in the pipe at a time, the
+//            next only once the detector has read it and is waiting for input again (its processes
+//            all asleep, /proc/<pid>/stat), so an alarm is stamped with the step and t of the last
+//            record it had read. Exact for a detector that handles its input in one thread; one that
+//            reads on a thread of its own, or sleeps between reads, can be stamped a record late.
+//
+// Errors (the run is scored "detector error" with the reason; everything else goes on): it exits
+// non-zero or is killed (status, signal, last stderr lines); prints garbage (the line number and
+// why); floods (more than kMaxAlarms alarm lines or kMaxStdoutBytes); stops reading stdin while
+// records wait for `stall_s` ("never read stdin" if it read nothing); falls kMaxBacklogBytes behind a
+// live run; does not exit within `exit_s` of its stdin being closed at the end of the stream. A
+// detector that closes its stdin (to read only files) is not an error: the feed to it stops.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "telemetry/record.h"
+
+namespace flatline {
+
+struct ExternalDetectorSpec {
+  std::string name;     // letters, digits, '.', '_', '-' (it names files and JUnit suites)
+  std::string command;  // run through /bin/sh -c
+};
+
+// "NAME=COMMAND" -> spec. Throws std::invalid_argument saying what is wrong.
+ExternalDetectorSpec parse_detector_spec(const std::string& s);
+
+// The cause ids an alarm may name: every cause of the cause table that is not a verdict
+// (detectors/causes.h), in table order.
+const std::vector<std::string>& alarm_causes();
+
+struct ExternalAlarm {
+  std::string cause;                    // "" = detection only
+  int rank = -1;
+  std::vector<std::string> evidence;
+  std::optional<int64_t> claimed_step;  // the detector's own `step`, reported only
+  std::optional<double> confidence;
+  int64_t step = -1;                    // the harness's stamp (see the header)
+  double t = std::numeric_limits<double>::quiet_NaN();
+  size_t line = 0;                      // 1-based line of the detector's stdout
+};
+
+struct ExternalOutcome {
+  std::string name;
+  std::vector<ExternalAlarm> alarms;    // in arrival order: the first decides, the rest are reported
+  std::string error;                    // "" = none; else why the run is scored "detector error"
+  int exit_status = -1;                 // exit code, or 128 + signal (137: killed, by itself or the harness)
+  int64_t records_fed = 0;              // records written to its stdin
+  int64_t records_read = 0;             // of those, read by the detector
+  double wall_s = 0;
+  std::string stderr_tail;              // its last stderr lines
+};
+
+enum class FeedMode { live, paced, unpaced };
+const char* to_string(FeedMode m);
+
+// How long / how much, before a detector is an error. The defaults: a Python detector that imports
+// torch or transformers takes ~5-10 s before it reads its first line on a busy 2-core machine; 1000
+// alarms is ~4 per step of the main suite's runs, far past any detector that repeats an alarm per step
+// on every rank; 64 MiB is ~160,000 records, more than one run of the main suite by two orders.
+struct FeedLimits {
+  double stall_s = 30;                    // records waiting, nothing read
+  double exit_s = 30;                     // stdin closed, not exited
+  size_t max_alarms = 1000;
+  size_t max_stdout_bytes = 1 << 20;
+  size_t max_line_bytes = 64 << 10;
+  size_t max_backlog_bytes = 64u << 20;   // live and paced: records released but not yet written
+};
+
+// Live records are held at most this long for a rank that has not caught up before they are released
+// out of time order (a hung rank still heartbeats every heartbeat_s; its peers must not wait for it).
+constexpr double kLiveHoldS = 0.2;
+
+struct FeedOptions {
+  FeedMode mode = FeedMode::unpaced;
+  std::string run_dir;                    // FLATLINE_RUN_DIR of every detector (see reenact below)
+  int world_size = 1;                     // FLATLINE_WORLD_SIZE; alarms' ranks must be below it
+  FeedLimits limits;
+  std::string stderr_dir;                 // "": keep only the stderr tail; else <dir>/<name>.stderr
+  std::vector<std::pair<std::string, std::string>> env;  // more variables (formats' paths)
+  // Replays: called with each record as it is handed to detector `i` (before its stdin gets it), to
+  // re-enact the run directory that detector sees at the pace it reads (telemetry, formats).
+  std::function<void(size_t i, const Record&)> on_release;
+  // Replays: each detector's own FLATLINE_RUN_DIR and more variables (index = detector); empty: run_dir
+  // and env for all.
+  std::vector<std::string> run_dirs;
+  std::vector<std::vector<std::pair<std::string, std::string>>> run_envs;
+};
+
+class DetectorFeed {
+ public:
+  DetectorFeed(std::vector<ExternalDetectorSpec> detectors, FeedOptions o);
+  ~DetectorFeed();  // kills whatever is still running
+  DetectorFeed(const DetectorFeed&) = delete;
+  DetectorFeed& operator=(const DetectorFeed&) = delete;
+
+  // live: records of each rank in that rank's order (merged in time order here); paced and unpaced:
+  // records already in time order.
+  void push(const Record& r);
+  // Moves data (writes, reads alarms and stderr, checks the limits); waits up to timeout_ms for a
+  // detector's output. `run_t`: the run clock now (live, paced; ignored unpaced).
+  void pump(double run_t, int timeout_ms);
+  // unpaced: every detector has read every record pushed (or is done with its input).
+  bool drained() const;
+  // End of the stream: releases what is held, writes it, closes every stdin, waits (at most exit_s)
+  // for every detector to exit, and returns one outcome per detector, in the order given.
+  std::vector<ExternalOutcome> finish(double run_t);
+  size_t size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A whole recorded stream through the detectors: unpaced (lock-step), or paced at `speed` x recorded
+// time. Returns one outcome per detector.
+std::vector<ExternalOutcome> feed_recorded(const std::vector<Record>& records,
+                                           const std::vector<ExternalDetectorSpec>& detectors, FeedOptions o,
+                                           double speed = 1.0);
+
+}  // namespace flatline

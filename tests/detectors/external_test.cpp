@@ -1,0 +1,215 @@
+// External detectors through the feed (detectors/external.h): small shell detectors that behave well
+// or badly, fed a synthetic two-rank stream; stamps, alarm parsing, and every error with its reason in
+// bounded time.
+#include "detectors/external.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace flatline {
+namespace {
+namespace fs = std::filesystem;
+
+// Two ranks, steps 1..n, 10 ms a step; lr 1e-3 until `zero_from`, then 0. Rank 1's record of a step
+// comes 1 ms after rank 0's.
+std::vector<Record> stream(int n = 60, int zero_from = 40) {
+  std::vector<Record> out;
+  for (int s = 1; s <= n; ++s)
+    for (int rank = 0; rank < 2; ++rank) {
+      Record r;
+      r.rank = rank;
+      r.step = s;
+      r.t = 0.01 * s + 0.001 * rank;
+      r.loss = 3.0 - 0.01 * s;
+      r.lr = s >= zero_from ? 0.0 : 1e-3;
+      out.push_back(r);
+    }
+  return out;
+}
+
+FeedOptions opts(FeedMode mode = FeedMode::unpaced) {
+  FeedOptions o;
+  o.mode = mode;
+  o.world_size = 2;
+  o.run_dir = fs::temp_directory_path().string();
+  o.limits.stall_s = 3;
+  o.limits.exit_s = 3;
+  return o;
+}
+
+ExternalOutcome one(const std::string& command, FeedOptions o = opts(), std::vector<Record> recs = stream(),
+                    double speed = 1.0) {
+  auto out = feed_recorded(recs, {{"d", command}}, std::move(o), speed);
+  EXPECT_EQ(out.size(), 1u);
+  return out.at(0);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(ExternalDetector, ParsesNameEqualsCommand) {
+  auto d = parse_detector_spec("null=cat > /dev/null");
+  EXPECT_EQ(d.name, "null");
+  EXPECT_EQ(d.command, "cat > /dev/null");
+  EXPECT_THROW(parse_detector_spec("no-command"), std::invalid_argument);
+  EXPECT_THROW(parse_detector_spec("=cat"), std::invalid_argument);
+  EXPECT_THROW(parse_detector_spec("a b=cat"), std::invalid_argument);
+  EXPECT_THROW(parse_detector_spec("x=  "), std::invalid_argument);
+}
+
+TEST(ExternalDetector, NullDetectorReadsEveryRecordAndRaisesNothing) {
+  auto r = one("cat > /dev/null");
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.exit_status, 0);
+  EXPECT_TRUE(r.alarms.empty());
+  EXPECT_EQ(r.records_fed, 120);
+  EXPECT_EQ(r.records_read, 120);
+}
+
+TEST(ExternalDetector, StdinIsTheTelemetryContractInTimeOrder) {
+  const fs::path copy = fs::temp_directory_path() / ("flatline-feed-copy-" + std::to_string(std::random_device{}()));
+  auto r = one("cat > " + copy.string());
+  EXPECT_EQ(r.error, "");
+  std::ifstream in(copy);
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_EQ(first, R"({"kind":"step","rank":0,"t":0.01,"step":1,"loss":2.99,"lr":0.001})");
+  EXPECT_EQ(second, R"({"kind":"step","rank":1,"t":0.011,"step":1,"loss":2.99,"lr":0.001})");
+  fs::remove(copy);
+}
+
+// Lock-step: an alarm is stamped with the record the detector had read when it wrote it.
+TEST(ExternalDetector, UnpacedAlarmIsStampedWithTheRecordThatFiredIt) {
+  auto r = one(R"(while read -r l; do case "$l" in *'"lr":0}'*) echo '{"cause":"lr_zero","evidence":"lr is 0","step":7}';; esac; done)");
+  EXPECT_EQ(r.error, "");
+  ASSERT_EQ(r.alarms.size(), 42u);  // steps 40..60 on two ranks: later alarms are kept, reported
+  EXPECT_EQ(r.alarms[0].cause, "lr_zero");
+  EXPECT_EQ(r.alarms[0].step, 40);
+  EXPECT_DOUBLE_EQ(r.alarms[0].t, 0.40);
+  EXPECT_EQ(r.alarms[1].step, 40);
+  EXPECT_DOUBLE_EQ(r.alarms[1].t, 0.401);
+  EXPECT_EQ(r.alarms[2].step, 41);
+  EXPECT_EQ(r.alarms[0].claimed_step, 7);
+  ASSERT_EQ(r.alarms[0].evidence.size(), 1u);
+  EXPECT_EQ(r.alarms[0].evidence[0], "lr is 0");
+  EXPECT_EQ(r.alarms[0].line, 1u);
+}
+
+TEST(ExternalDetector, DetectionOnlyAlarmAndRankAndEvidenceList) {
+  auto r = one(R"(head -n 3 > /dev/null; echo '{"rank":1,"evidence":["a","b"],"confidence":0.5}'; cat > /dev/null)");
+  EXPECT_EQ(r.error, "");
+  ASSERT_EQ(r.alarms.size(), 1u);
+  EXPECT_EQ(r.alarms[0].cause, "");
+  EXPECT_EQ(r.alarms[0].rank, 1);
+  EXPECT_EQ(r.alarms[0].evidence, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.alarms[0].confidence, 0.5);
+  EXPECT_EQ(r.alarms[0].step, 2);  // the third record: step 2, rank 0
+}
+
+TEST(ExternalDetector, ClosingStdinIsNotAnError) {
+  auto r = one("exec 0<&-; sleep 0.2; echo '{}'");
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.alarms.size(), 1u);
+}
+
+TEST(ExternalDetector, CrashIsADetectorErrorWithStatusAndStderr) {
+  auto r = one("head -n 5 > /dev/null; echo 'Traceback: boom' >&2; exit 3");
+  EXPECT_EQ(r.error, "exited with status 3");
+  EXPECT_EQ(r.exit_status, 3);
+  EXPECT_EQ(r.stderr_tail, "Traceback: boom");
+  r = one("kill -SEGV $$");
+  EXPECT_EQ(r.error, "killed by signal 11 (Segmentation fault)");
+  r = one("no-such-detector-program-xyz");
+  EXPECT_EQ(r.error, "exited with status 127 (command not found?)");
+}
+
+TEST(ExternalDetector, GarbageNamesTheLineAndWhy) {
+  auto r = one("read -r l; echo '{}'; echo 'loss looks flat'; cat > /dev/null");
+  EXPECT_EQ(r.error, "garbage on stdout line 2: not a JSON object: 'loss looks flat'");
+  EXPECT_EQ(r.alarms.size(), 1u);
+  r = one(R"(echo '{"cuase":"lr_zero"}'; cat > /dev/null)");
+  EXPECT_EQ(r.error, "garbage on stdout line 1: unknown key 'cuase' (expected cause, rank, evidence, step, confidence)");
+  r = one(R"(echo '{"cause":"lr_is_zero"}'; cat > /dev/null)");
+  EXPECT_NE(r.error.find("garbage on stdout line 1: unknown cause 'lr_is_zero' (expected one of: "), std::string::npos)
+      << r.error;
+  r = one(R"(echo '{"rank":2}'; cat > /dev/null)");
+  EXPECT_EQ(r.error, "garbage on stdout line 1: 'rank' must be an integer in [0, 2), got 2");
+}
+
+TEST(ExternalDetector, FloodIsStoppedInBoundedTime) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = one(R"(yes '{"cause":"lr_zero"}')");
+  EXPECT_LT(seconds_since(t0), 10);
+  EXPECT_EQ(r.error, "flood: more than 1000 alarm lines");
+  EXPECT_EQ(r.exit_status, 137);  // killed by the harness
+}
+
+TEST(ExternalDetector, NeverReadingStdinIsAnErrorAfterTheStall) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = one("sleep 60");
+  const double took = seconds_since(t0);
+  EXPECT_GE(took, 3);
+  EXPECT_LT(took, 10);
+  EXPECT_EQ(r.error, "never read stdin: 120 record(s) waiting for 3 s");
+  r = one("head -n 10 > /dev/null; sleep 60");
+  EXPECT_EQ(r.error, "stopped reading stdin after 10 of 120 records: nothing read for 3 s");
+}
+
+TEST(ExternalDetector, HangAfterTheEndOfInputIsAnError) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = one("cat > /dev/null; sleep 60");
+  EXPECT_LT(seconds_since(t0), 10);
+  EXPECT_EQ(r.error, "hang: did not exit within 3 s of the end of its input");
+  EXPECT_EQ(r.records_read, 120);
+}
+
+// Paced: records go out at their recorded time, and the stamp's t is the replay clock at arrival, so
+// a detector that takes 2 s to answer is measured 2 s late.
+TEST(ExternalDetector, PacedStampsTheClockAtArrival) {
+  auto recs = stream(60, 40);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = one(R"(while read -r l; do case "$l" in *'"lr":0}'*) sleep 2; echo '{"cause":"lr_zero"}'; cat > /dev/null; exit 0;; esac; done)",
+               opts(FeedMode::paced), recs, 1.0);
+  EXPECT_GE(seconds_since(t0), 2);
+  EXPECT_EQ(r.error, "");
+  ASSERT_EQ(r.alarms.size(), 1u);
+  EXPECT_GE(r.alarms[0].t - 0.40, 2.0);
+  EXPECT_LT(r.alarms[0].t - 0.40, 4.0);
+  EXPECT_EQ(r.alarms[0].step, 60);  // the replay had reached its end meanwhile
+}
+
+TEST(ExternalDetector, SeveralDetectorsAtOnceEachGetsItsOwnOutcome) {
+  auto out = feed_recorded(stream(), {{"null", "cat >/dev/null"}, {"crash", "exit 1"}}, opts());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].name, "null");
+  EXPECT_EQ(out[0].error, "");
+  EXPECT_EQ(out[1].name, "crash");
+  EXPECT_EQ(out[1].error, "exited with status 1");
+  EXPECT_THROW(feed_recorded(stream(), {{"a", "true"}, {"a", "true"}}, opts()), std::invalid_argument);
+}
+
+TEST(ExternalDetector, EnvironmentNamesTheRunDirectoryAndWorldSize) {
+  const fs::path env = fs::temp_directory_path() / ("flatline-feed-env-" + std::to_string(std::random_device{}()));
+  FeedOptions o = opts();
+  o.env = {{"FLATLINE_LOG_TENSORBOARD", "/x/tb"}};
+  auto r = one("env > " + env.string() + "; cat > /dev/null", o);
+  EXPECT_EQ(r.error, "");
+  std::ifstream in(env);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("FLATLINE_RUN_DIR=" + o.run_dir + "\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("FLATLINE_WORLD_SIZE=2\n"), std::string::npos);
+  EXPECT_NE(all.find("FLATLINE_DETECTOR=d\n"), std::string::npos);
+  EXPECT_NE(all.find("FLATLINE_FEED=unpaced\n"), std::string::npos);
+  EXPECT_NE(all.find("FLATLINE_LOG_TENSORBOARD=/x/tb\n"), std::string::npos);
+  fs::remove(env);
+}
+
+}  // namespace
+}  // namespace flatline
