@@ -21,9 +21,11 @@ constexpr int kMaxRanksPerCore = 4;
 // The share of MemAvailable (/proc/meminfo) the ranks' estimated peak may take: the launcher, the page
 // cache and the estimate's error need the rest.
 constexpr double kMaxMemoryFraction = 0.8;
-// One rank's peak resident memory before its model and data: LibTorch, Gloo, the process (VmHWM of a
-// worker training a 1-layer 32-wide GPT measured 163 MiB; a 2x64 GPT 211 MiB, a 4x128 one 384 MiB).
-constexpr double kRankBaseBytes = 160.0 * (1 << 20);
+// One rank's peak resident memory before its model and data: LibTorch 2.11 (the PyPI wheel, its CUDA
+// libraries mapped), Gloo, the process. VmHWM of CPU workers measured 421 MiB for a 1-layer 32-wide GPT,
+// 464 MiB for a 2x64 one, 658 MiB for a 4x128 one, 528 MiB for the CNN (Debian's LibTorch 1.13: 163 MiB
+// for the first).
+constexpr double kRankBaseBytes = 420.0 * (1 << 20);
 
 struct MachineCapacity {
   int cores = 1;                    // CPUs this process may run on (sched_getaffinity)
@@ -34,7 +36,7 @@ MachineCapacity this_machine();
 // Estimated peak resident bytes of one rank of `s`: kRankBaseBytes + the data as loaded + 5 copies of
 // the parameters (parameters, gradients, AdamW's two moments, the update) + activations of one
 // micro-batch. Activations of the GPT, in floats: n_layer x (16 B T C + 8 B H T^2) + 20 B T 256 (the
-// attention scores dominate); of the CNN: 10 B channels 28 28. Fitted to the VmHWM of workers (2x64,
+// attention scores dominate); of the CNN: 10 B channels 28 28. Fitted to the VmHWM of workers (1x32, 2x64,
 // 4x128 and 8x512 GPTs, the CNN) so that it overestimates by 0-35%.
 double rank_memory_bytes(const Scenario& s);
 
