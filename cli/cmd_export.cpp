@@ -31,7 +31,7 @@ int run_export(const Args& a) {
   try {
     for (const auto& f : formats)
       if (!is_format_name(f)) throw std::invalid_argument("--formats: unknown format '" + f + "' (expected " + format_names() + ")");
-    LogData log = read_log(a.run, LogFormat::flatline);
+    LogData log = read_log(a.run, "flatline");
     Scenario s;
     try {
       s = load_scenario_file(a.run + "/scenario.yaml");

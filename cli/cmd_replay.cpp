@@ -22,10 +22,9 @@ struct Args {
 
 int run_replay(const Args& a) {
   try {
-    LogData log = read_log(a.path, parse_log_format(a.format));
-    for (const auto& w : log.warnings) std::cerr << "warning: " << w << "\n";
-    std::cout << fmt::format("replaying {} records ({}) from {} file(s){}\n", log.records.size(), to_string(log.format),
-                             log.files.size(),
+    LogStream log(a.path, parse_log_format(a.format));
+    std::cout << fmt::format("replaying {} ({}) from {} file(s){}\n",
+                             log.streaming() ? "records as read" : "the records", log.format(), log.files().size(),
                              a.realtime || a.speed > 0 ? fmt::format(", paced at {}x", a.speed > 0 ? a.speed : 1.0) : "")
               << std::flush;
     ReplayOptions o;
@@ -44,7 +43,8 @@ int run_replay(const Args& a) {
                 << std::flush;
     };
     Diagnosis d = replay(log, o);
-    std::cout << "\n" << to_text(d);
+    for (const auto& w : log.warnings()) std::cerr << "warning: " << w << "\n";
+    std::cout << fmt::format("\n{} records replayed\n", log.records()) << to_text(d);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
@@ -62,7 +62,7 @@ FLATLINE_COMMAND("replay", "replay recorded telemetry or a log through the detec
         const double x = std::strtod(v.c_str(), &end);
         return *end == 0 && x > 0 && x < 1e9 ? std::string() : "--speed: expected a number > 0, got '" + v + "'";
       });
-  sub.add_option("--format", a->format, "auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard");
+  sub.add_option("--format", a->format, format_choices() + " (default auto)");
   return [a] { return run_replay(*a); };
 });
 

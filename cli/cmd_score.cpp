@@ -244,7 +244,7 @@ int score(const Args& a) {
         std::cout << fmt::format("[{}/{}] {} (recorded, {} ranks, {} steps) ... ", i + 1, ins.size(), m.scenario,
                                  m.world_size, m.steps)
                   << std::flush;
-        LogData log = read_log(in.recorded, LogFormat::flatline);
+        LogData log = read_log(in.recorded, "flatline");
         builtin = replay(log);
         if (!dets.empty()) {
           Reenactment re(scratch, m, dets, formats_of(in.recorded, formats), in.recorded);

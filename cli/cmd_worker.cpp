@@ -124,7 +124,8 @@ int run_worker(const Args& a) {
     if (r.param_mismatches > 0) return kExitParamMismatch;
     return r.stopped_for_restart ? kExitRestart : kExitOk;
   } catch (const RankError& e) {
-    std::cerr << "rank " << o.rank << " failed: " << e.what() << "\n";
+    static constexpr const char* kKind[] = {"comm", "io", "checkpoint", "device"};  // RankError::Kind's order
+    std::cerr << fmt::format("rank {} failed [{}]: {}\n", o.rank, kKind[static_cast<int>(e.kind())], e.what());
     return kExitRankError;
   } catch (const ScenarioError&) {  // the scenario does not fit this rank's data: main() says so, exits 2
     throw;

@@ -298,6 +298,7 @@ std::vector<int> run_phase(PhaseContext& c, bool resume) {
         p.killed_why = why;
       }
   };
+  bool first_is_consequence = false;  // first_error is a failed collective (kCommFailureMark)
   while (alive > 0) {
     if (c.feed.detectors) {
       c.feed.detectors->pump(wall_now() - c.t0, kPollWithDetectorsMs);
@@ -327,8 +328,11 @@ std::vector<int> run_phase(PhaseContext& c, bool resume) {
       drain_output(p, static_cast<int>(i), c.warnings);
       const bool by_signal_asked = forwarded > 0 && p.code == kExitSignalBase + c.res.interrupted_by;
       if (p.code != kExitOk && p.code != kExitRestart && !by_signal_asked && p.killed_why.empty()) {
-        if (c.res.first_error.empty())
+        const bool consequence = p.tail.find(kCommFailureMark) != std::string::npos;
+        if (c.res.first_error.empty() || (first_is_consequence && !consequence)) {
           c.res.first_error = fmt::format("rank {} exited with {}: {}", i, status_text(p.code), last_words(p.tail, 3));
+          first_is_consequence = consequence;
+        }
         if (kill_at < 0) {
           // Its peers fail within the collective timeout; past that (plus start-up and checkpoint slack)
           // whoever is left is stuck.
@@ -347,6 +351,7 @@ std::vector<int> run_phase(PhaseContext& c, bool resume) {
       if (forwarded == 0) {
         c.res.interrupted_by = sig;
         c.res.first_error = fmt::format("interrupted by {} (to the launcher); every rank was asked to stop", signal_name(sig));
+        first_is_consequence = false;
         for (auto& p : ranks)
           if (p.code == -1) {
             kill(p.pid, sig);
@@ -372,6 +377,7 @@ std::vector<int> run_phase(PhaseContext& c, bool resume) {
                       now - last_record_wall, bound, kStallHeartbeats, s.heartbeat_s, s.collective_timeout_s,
                       any_record ? "" : fmt::format(", {:.0f} s more for start-up", kJoinTimeoutS));
       c.res.first_error = why;
+      first_is_consequence = false;
       say(o, "  [watchdog] " + why + "\n");
       kill_all(why);
     }

@@ -40,6 +40,10 @@ constexpr int kExitParamMismatch = 4;  // finished, but parameters differed acro
 constexpr int kExitInvariant = 5;      // a broken invariant (FLATLINE_CHECK, core/check.h): a bug
 constexpr int kExitInternal = 6;       // any other unexpected exception: a bug without a check
 constexpr int kExitExecFailed = 127;   // the launcher could not exec the worker (the shell's convention)
+// A RankError's last line says its kind: `rank N failed [comm]: ...`. A collective that failed is most
+// often a consequence (a peer died of a full disk, a bad checkpoint, a signal): when several ranks fail,
+// the launcher reports a failure of another kind over a [comm] one that it happened to reap first.
+constexpr const char* kCommFailureMark = "failed [comm]: ";
 // Bad input, before any training: a scenario the loader refuses, an environment variable that is not
 // what the protocol says (RANK=abc, RANK >= WORLD_SIZE), a usage error on the command line. The same
 // status as a RankError: either way this rank cannot go on, and its last line says why.

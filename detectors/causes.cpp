@@ -27,6 +27,11 @@ const std::vector<Cause>& cause_table() {
       {"straggler", CauseKind::fleet, true, "",
        "one rank computes slower and every step waits for it in the all-reduce",
        "per-rank step time and time inside the all-reduce"},
+      {"unexplained_plateau", CauseKind::verdict, false, "",
+       "the loss is flat, or never descended, and none of the five causes explains it: the optimizer not "
+       "updating the model it trains, labels that do not match the inputs (a loss at ln K), a bug past the "
+       "checklist",
+       "the loss from its first value, the update norm, the checks that could not run"},
       {"healthy", CauseKind::verdict, false, "",
        "no fault: a converged or capacity-limited model, a cosine tail, warmup from lr 0, the fp16 initial "
        "scale search, checkpoint and eval pauses",

@@ -1,7 +1,7 @@
 // The cause table: every answer a diagnosis can give, one row each (docs/DESIGN.md §2 "Causes and the
 // checklist"). The five checklist causes come first, in the order an engineer should check them (a dead
 // run makes every later signal stale, so liveness is first); then findings beyond the checklist that a
-// fleet can show (straggler); then the verdicts that are not a fault of the run (healthy).
+// fleet can show (straggler); then the verdicts the triage gives itself (unexplained_plateau, healthy).
 //
 // Everything that needs to know the causes reads this table and nothing else: the triage (which
 // detectors run, in which order), the scenario loader (allowed `expect.cause`), the scorer (confusion
@@ -18,7 +18,8 @@ enum class CauseKind {
   checklist,  // one of the checks walked in order; the first that fires names the diagnosis
   fleet,      // a finding beyond the checklist (it slows a run, it does not flatten the loss); names the
               // diagnosis only when no checklist cause fired
-  verdict,    // not a fault of the run's training (healthy); no detector
+  verdict,    // decided by the triage itself, no detector: healthy, and unexplained_plateau (a flat loss
+              // none of the checklist causes explains; scored like a cause: a false alarm on a healthy run)
 };
 
 struct Cause {

@@ -10,6 +10,12 @@
 //   fire on the 2nd repeat within 3 consecutive hashed records of one rank: one repeat alone can be
 //   a coincidence (a hash collision, a deliberately re-used batch); two in three is a replaying
 //   loader. onset_step = the step of the first repeat in that window.
+// Without batch hashes (the logs of other tools; a rank that logs hashes is judged on them alone): the data position. A step record whose
+//   samples_seen is lower than the previous one of its rank while its step is higher means the loader
+//   started over without the step counter doing so: a resume that restored the model and optimizer
+//   but not the sampler (HF Trainer's ignore_data_skip, a lost dataloader state, Megatron's consumed
+//   samples reset). onset_step = detected_step = that step. The check still says what batch_hash
+//   would add (a cycle that keeps counting samples is invisible to the position).
 // False-positive guard: a restart that re-runs steps from the last checkpoint re-emits the SAME hash
 //   at the SAME step number (the sampler position was restored): not a repeat. A new epoch
 //   reshuffles, so its batches hash differently. (An unshuffled loader that starts a new epoch
@@ -53,6 +59,7 @@ class DataReplay final : public Detector {
     if (!s.first_seen) s.first_seen.emplace(per_rank_);
     ++s.ordinal;
     if (r.batch_hash) on_hash(r, s);
+    if (r.samples_seen && !r.batch_hash && !s.hashed) on_position(r, s);
     gate_.advance(r.rank, static_cast<double>(s.ordinal));
     gate_.poll();
   }
@@ -80,6 +87,8 @@ class DataReplay final : public Detector {
   };
   struct Rank {
     int64_t ordinal = 0, repeats = 0, distinct = 0;
+    std::optional<int64_t> position, position_step;  // the last samples_seen and its step
+    bool hashed = false;                             // this rank logs batch hashes
     std::optional<HashHistory> first_seen;  // hash -> step it was first seen at (the latest per_rank_)
     Seen last[kWindow];                     // the last kWindow hashed records, oldest first
     size_t n_last = 0;
@@ -87,6 +96,7 @@ class DataReplay final : public Detector {
 
   void on_hash(const Record& r, Rank& s) {
     hashed_ = true;
+    s.hashed = true;
     const uint64_t h = *r.batch_hash;
     const auto [seen_step, inserted] = s.first_seen->find_or_insert(h, r.step);
     const bool repeat = !inserted && seen_step != r.step;  // same step again = a restart re-running it
@@ -113,6 +123,18 @@ class DataReplay final : public Detector {
                                      r.step, seen_step, hex(h), n, s.n_last - first_i),
                          fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r.rank,
                                      first->step, first->first_step)}});
+  }
+
+  void on_position(const Record& r, Rank& s) {
+    const int64_t pos = *r.samples_seen;
+    if (s.position && r.step > *s.position_step && pos < *s.position)
+      gate_.offer(r.rank, static_cast<double>(s.ordinal),
+                  Finding{cause(), -1, r.step, r.step, r.t, 0.8,
+                          {fmt::format("samples seen went back from {} to {} at step {} while the step advanced from {}: "
+                                       "the data loader started over (a resume without the sampler's position)",
+                                       *s.position, pos, r.step, *s.position_step)}});
+    s.position = pos;
+    s.position_step = r.step;
   }
 
   PerRank<Rank> ranks_;

@@ -40,6 +40,8 @@ struct CheckResult {
 
 struct DetectorConfig {
   int world_size = 0;             // 0: infer from the ranks seen
+  int64_t planned_steps = 0;      // where the run is planned to end, when its log says (HF max_steps,
+                                  // Megatron train_iters): a schedule reaching 0 there is on plan; 0 unknown
 };
 
 class Detector {

@@ -5,7 +5,9 @@
 // Window: the current streak of consecutive skipped/overflow steps, and the current stretch of
 //   steps with loss_scale < 1.
 // Warm-up: the scaler's initial search (overflows before the first applied step, halving from 2^16
-//   until the scale fits) is healthy unless it lasts more than 30 steps or takes the scale below 1.
+//   until the scale fits) is healthy while it lasts at most 30 steps and the scale stays far above
+//   its floor (>= 16, four halvings above it: a search that gets lower means gradients near fp16's
+//   limit already, and at the floor the scaler has nothing left to try).
 // Thresholds:
 //   (a) a streak of >= 3 consecutive skipped/overflow steps that starts after the first applied
 //       step, of which >= 2 are unexplained by the scale: scale x (grad_norm of the last applied step)
@@ -17,8 +19,24 @@
 //       by, a streak of >= 10 fires (the scale fell 1024x).
 //   (b) loss_scale < 1 with grad_zero_frac > 0.5 or grad_norm == 0 on 2 consecutive steps: the
 //       scale is clamped low and the fp16 gradients underflow to zero.
-//   onset_step = the first step of the streak (a) / of the low-scale stretch (b).
-//   fp32/bf16 runs (loss_scale absent or always 1, and no overflow) pass as "not fp16".
+//   (c) a scaler at its floor that keeps overflowing: 3 overflows in a row whose scale did not fall
+//       (<= 1, DeepSpeed's and Megatron's default min_loss_scale, or the same attempted scale again:
+//       DeepSpeed's "reducing to" the same value at a configured minimum; hysteresis holds the scale
+//       for at most one overflow), initial search or not: the scaler can do nothing more. onset =
+//       the first step of the streak that brought it there.
+//   (d) DeepSpeed's "Current loss scale already at minimum - cannot decrease scale anymore" error
+//       (an `error` event): the run is exiting for it.
+//   (e) a scale that falls without an overflow (the record says overflow = false, the step advanced)
+//       to below 1: something clamps the scaler (a max/override); onset = that step.
+//   (f) a scale below 1 on 2 consecutive records with grad_zero_frac >= 0.05 above its level on the
+//       last record at scale >= 1: the scale is low and the fp16 gradients underflow (a rising
+//       fraction of exact zeros, well short of (b)'s 50%).
+//   (g) without overflow flags (TensorBoard logs the scale alone): a scale below 1 that fell on 2
+//       consecutive records: only a scaler backing off overflow after overflow gets there; onset =
+//       the first record of that decline.
+//   onset_step = the first step of the streak (a, c) / of the low-scale stretch (b, f).
+//   fp32/bf16 runs (loss_scale absent or always 1, and no overflow) pass as "not fp16"; bf16's
+//   "loss scale: 1.0" never overflows, so (c) cannot fire on it.
 // False-positive guards: the initial scale search (above); a single overflow after a growth step;
 //   the re-search when gradients grow during warmup (a streak of 6 from a scale of 2^22, seen with
 //   Megatron's 2^32 initial scale: every overflow explained by scale x grad_norm); fp32 runs.
@@ -41,6 +59,11 @@ constexpr int kInitialSearchMax = 30;  // longest healthy initial scale search
 constexpr double kLowScale = 1.0;      // a scale below this multiplies gradients down
 constexpr double kZeroFrac = 0.5;      // grad_zero_frac that means underflow
 constexpr int kLowSteps = 2;           // consecutive low-scale + underflow steps
+constexpr double kFarAboveFloor = 16;  // an initial search reaching below this is no longer healthy
+constexpr double kFloor = 1.0;         // DeepSpeed min_loss_scale, Megatron --min-loss-scale defaults
+constexpr int kFloorOverflows = 3;     // overflows in a row at an unchanged (or <= floor) scale
+constexpr double kZeroRise = 0.05;     // grad_zero_frac above its level at scale >= 1
+constexpr int kFalls = 2;              // consecutive falling records below 1 (no overflow flags)
 
 class LossScaleCollapse final : public Detector {
  public:
@@ -52,6 +75,14 @@ class LossScaleCollapse final : public Detector {
     for (size_t i = 0; i < n; ++i) LossScaleCollapse::observe(rs[i]);
   }
   void observe(const Record& r) override {
+    if (r.kind == RecordKind::event && r.rank >= 0 && r.name == "error" && min_scale_error(r.detail)) {
+      Rank& s = ranks_[r.rank];
+      s.fp16 = true;
+      fire(r, s, s.streak > 0 ? s.streak_first : r.step, 0.95,
+           {fmt::format("the loss scaler reached its minimum and the run exits: \"{}\"", r.detail)});
+      gate_.poll();
+      return;
+    }
     if (r.kind != RecordKind::step || r.rank < 0) return;
     any_steps_ = true;
     Rank& s = ranks_[r.rank];
@@ -93,7 +124,23 @@ class LossScaleCollapse final : public Detector {
     int64_t low_first = -1;
     double low_scale0 = 1;
     int underflow = 0;
+    // (c) overflows at the floor
+    int floor_n = 0;
+    int64_t floor_first = -1;
+    double floor_scale = 0;
+    // (e)-(g)
+    int64_t prev_step = -1;
+    std::optional<double> prev_scale;
+    double zero_base = -1;  // grad_zero_frac on the last record at scale >= 1
+    int rising = 0, falls = 0;
+    int64_t fall_first = -1;
+    double fall_scale0 = 1;
   };
+
+  static bool min_scale_error(std::string_view d) {
+    return d.find("loss scale already at minimum") != std::string_view::npos ||
+           d.find("cannot decrease scale") != std::string_view::npos;
+  }
 
   void on_step(const Record& r, Rank& s) {
     s.last_step = r.step;
@@ -126,14 +173,16 @@ class LossScaleCollapse final : public Detector {
       if (s.streak_initial) s.initial_search = s.streak;
       const bool judged = s.last_grad_norm >= 0;
       const bool fires = s.streak_initial
-                             ? (s.streak > kInitialSearchMax || s.scale < kLowScale)
+                             ? (s.streak > kInitialSearchMax || s.scale < kFarAboveFloor)
                              : (judged ? s.streak >= kSkipStreak && s.unexplained >= kUnexplained
                                        : s.streak >= kBlindStreak);
       if (fires && s.fp16) {
         std::vector<std::string> ev{
             fmt::format("loss scale {} -> {} over steps {}..{}, {} steps skipped{}{}", scale(s.streak_scale0),
                         scale(s.scale), s.streak_first, r.step, s.streak, zero(),
-                        s.streak_initial ? " (initial scale search never ends)" : "")};
+                        !s.streak_initial                ? ""
+                        : s.streak > kInitialSearchMax ? " (initial scale search never ends)"
+                                                       : " (initial scale search down to its floor)")};
         if (!s.streak_initial && judged)
           ev.push_back(fmt::format("{} overflow(s) at scale x grad_norm ({} x {}) below half the fp16 max: not the "
                                    "scale, an inf in the model",
@@ -163,6 +212,75 @@ class LossScaleCollapse final : public Detector {
       s.low_first = -1;
       s.underflow = 0;
     }
+    more_rules(r, s, bad, prev_scale, zero);  // zero: formatted only when a rule fires
+  }
+
+  // (c) floor, (e) clamp, (f) rising zeros, (g) a fall below 1 without flags (the header's list).
+  template <class Zero>
+  void more_rules(const Record& r, Rank& s, bool bad, double prev_scale, const Zero& zero) {
+    const bool advanced = s.prev_step < 0 || r.step > s.prev_step;
+    const std::optional<double> ls = finite(r.loss_scale) ? r.loss_scale : std::nullopt;
+    if (!advanced) {  // a restart re-runs steps: the scales before it say nothing about this one
+      s.prev_scale.reset();
+      s.falls = s.rising = s.floor_n = 0;
+    }
+    // (c)
+    if (bad && s.fp16) {
+      const double used = ls ? *ls : s.scale;
+      if (used <= kFloor || (s.floor_n > 0 && used >= s.floor_scale)) {
+        if (s.floor_n++ == 0) s.floor_first = r.step;
+        s.floor_scale = used;
+        if (s.floor_n >= kFloorOverflows)
+          fire(r, s, s.streak > 0 ? s.streak_first : s.floor_first, 0.9,
+               {fmt::format("loss scale at its floor ({}) and still overflowing: {} overflows in a row since step {} "
+                            "without the scale falling",
+                            scale(used), s.floor_n, s.floor_first)});
+      } else {
+        s.floor_n = used <= kFloor ? 1 : 0;
+        s.floor_first = r.step;
+        s.floor_scale = used;
+      }
+    } else if (!bad) {
+      s.floor_n = 0;
+    }
+    if (ls) {
+      // (e)
+      if (advanced && s.prev_scale && *ls < *s.prev_scale && *ls < kLowScale && r.overflow.has_value() &&
+          !*r.overflow && !r.skipped.value_or(false))
+        fire(r, s, r.step, 0.9,
+             {fmt::format("loss scale {} -> {} at step {} with no overflow: the scaler is clamped{}", scale(*s.prev_scale),
+                          scale(*ls), r.step, zero())});
+      // (f)
+      if (*ls >= kLowScale) {
+        if (finite(r.grad_zero_frac)) s.zero_base = *r.grad_zero_frac;
+        s.rising = 0;
+      } else if (s.fp16 && s.zero_base >= 0 && finite(r.grad_zero_frac) && *r.grad_zero_frac >= s.zero_base + kZeroRise) {
+        if (++s.rising >= kLowSteps)
+          fire(r, s, s.low_first >= 0 ? s.low_first : r.step, 0.85,
+               {fmt::format("loss scale {} since step {}; exactly-zero gradients rose from {:.1f}% to {:.1f}%: they "
+                            "underflow in fp16",
+                            scale(*ls), s.low_first >= 0 ? s.low_first : r.step, 100 * s.zero_base,
+                            100 * *r.grad_zero_frac)});
+      } else {
+        s.rising = 0;
+      }
+      // (g)
+      const bool flagless = !r.overflow.has_value() && !r.skipped.has_value();
+      if (flagless && advanced && s.prev_scale && *ls < *s.prev_scale) {
+        if (s.fall_first < 0) s.fall_first = s.prev_step, s.fall_scale0 = *s.prev_scale;
+        if (*ls < kLowScale && ++s.falls >= kFalls)
+          fire(r, s, s.fall_first, 0.8,
+               {fmt::format("loss scale {} -> {} over steps {}..{}, falling on every record: overflow after overflow "
+                            "(the log has no overflow flags)",
+                            scale(s.fall_scale0), scale(*ls), s.fall_first, r.step)});
+      } else if (!(s.prev_scale && *ls == *s.prev_scale && *ls < kLowScale)) {
+        s.falls = 0;
+        s.fall_first = -1;
+      }
+      s.prev_scale = ls;
+    }
+    (void)prev_scale;
+    s.prev_step = r.step;
   }
 
   void fire(const Record& r, const Rank& s, int64_t onset, double confidence, std::vector<std::string> evidence) {

@@ -13,7 +13,10 @@
 //     grad_norm > 0 (gradients exist but the parameters do not move).
 //   onset_step = the first step of the low stretch; detected_step = the step that completed it.
 // False-positive guards: warmup starting at lr 0 (above); a healthy cosine tail to min_lr >= 0.1% of
-//   peak (never below the threshold); fp16 skipped steps (not counted: no update was applied);
+//   peak (never below the threshold); a schedule's planned end: when the log says where the run is
+//   planned to end (DetectorConfig::planned_steps: HF Trainer's max_steps, Megatron's train_iters),
+//   low lr in its last max(3, 3%) steps is the schedule finishing (a cosine or linear decay to 0 is
+//   below 0.1% of peak only there), not a fault; fp16 skipped steps (not counted: no update was applied);
 //   restarts re-emitting steps (the same step twice is not two steps of a streak).
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
 #include <map>
@@ -32,6 +35,8 @@ constexpr double kZeroLr = 1e-12;       // "exactly zero" for a warmup that neve
 constexpr int kStuckWarmupSteps = 3;    // consecutive applied steps at 0 with no peak yet
 constexpr double kStillRatio = 1e-9;    // update_norm / param_norm of a frozen model
 constexpr int kStillSteps = 3;
+constexpr double kPlannedTail = 0.03;   // the last 3% of a planned run ...
+constexpr int64_t kMinPlannedTail = 3;  // ... and at least 3 steps: a schedule ending on schedule
 
 struct Streak {
   int n = 0;
@@ -48,7 +53,7 @@ struct Streak {
 
 class LrZero final : public Detector {
  public:
-  explicit LrZero(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
+  explicit LrZero(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true), planned_end_(c.planned_steps) {}
   const char* cause() const override { return "lr_zero"; }
 
   // The triage's blocks without a virtual call per record.
@@ -117,7 +122,9 @@ class LrZero final : public Detector {
                          s.zero.first, r.step));
       return;
     }
-    if (lr < kLowFrac * s.peak) {
+    if (lr < kLowFrac * s.peak && in_planned_tail(r.step)) {
+      s.low.reset();  // the schedule ending where the run was planned to end
+    } else if (lr < kLowFrac * s.peak) {
       if (s.low.add(r.step) == kLowSteps) {
         const std::string what = lr == 0 ? "lr = 0" : "lr = " + sci(lr) + " (< 0.1% of peak)";
         fire(r, s, s.low.first, lr == 0 ? 0.95 : 0.85,
@@ -145,6 +152,12 @@ class LrZero final : public Detector {
     }
   }
 
+  bool in_planned_tail(int64_t step) const {
+    if (planned_end_ <= 0) return false;
+    const int64_t tail = std::max<int64_t>(kMinPlannedTail, static_cast<int64_t>(kPlannedTail * planned_end_));
+    return step >= planned_end_ - tail;
+  }
+
   void fire(const Record& r, const Rank& s, int64_t onset, double confidence, std::string evidence) {
     gate_.offer(r.rank, static_cast<double>(s.ordinal),
                 Finding{cause(), -1, onset, r.step, r.t, confidence, {std::move(evidence)}});
@@ -153,6 +166,7 @@ class LrZero final : public Detector {
   PerRank<Rank> ranks_;
   RankGate gate_;
   bool any_steps_ = false;
+  int64_t planned_end_ = 0;
 };
 
 }  // namespace

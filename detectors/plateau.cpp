@@ -15,6 +15,8 @@ constexpr double kKneeErrs = 3.0;    // a span descending by more than this many
 constexpr size_t kMisses = 2;        // such spans in a row end the flat stretch
 constexpr double kStdErrs = 2.0;     // drop below this many standard errors = flat
 constexpr int kOwnLoss = 1 << 20;    // a rank's own loss ranks after any loss_avg
+constexpr size_t kHead = 20;         // first values kept aside: where the loss started
+constexpr double kDescentErrs = 3.0; // below the start by more than this many errors: it descended
 
 struct Window {
   double old_mean, new_mean, sigma, drop, se;
@@ -60,6 +62,7 @@ void Plateau::observe(const Record& r) {
     if (v.priority <= last_->second.priority) last_->second = v;
     return;
   }
+  if (head_.size() < kHead && (head_.empty() || r.step > head_.back().first)) head_.emplace_back(r.step, v.v);
   auto [it, inserted] = series_.try_emplace(r.step, v);  // no node allocated for a step already there
   if (!inserted && v.priority <= it->second.priority) it->second = v;  // same source again: a restart's value
   last_ = it;
@@ -87,6 +90,19 @@ PlateauStatus Plateau::status() const {
   st.known = true;
   const Window last = judge(y, y.size(), w);
   st.flat = last.flat;
+  st.level = last.new_mean;
+  st.level_se = last.sigma / std::sqrt(static_cast<double>(w - w / 2));
+  st.first_step = head_.empty() ? steps.front() : head_.front().first;
+  st.judged_step = steps[w - 1];
+  if (st.flat && head_.size() >= kHead / 2) {
+    double hm = 0, hv = 0;
+    for (const auto& [s0, v] : head_) hm += v;
+    hm /= static_cast<double>(head_.size());
+    for (const auto& [s0, v] : head_) hv += (v - hm) * (v - hm);
+    hv /= static_cast<double>(head_.size() - 1);
+    const double se = std::sqrt(hv / static_cast<double>(head_.size()) + st.level_se * st.level_se);
+    st.never_descended = !(hm - st.level > kDescentErrs * se);
+  }
   const int64_t from = steps[y.size() - w], to = steps.back();
   const char* verdict = !last.flat ? "descending" : last.drop < -kStdErrs * last.se ? "rising" : "flat";
   st.detail = fmt::format("loss {:.4g} -> {:.4g} over steps {}..{}, noise {:.2g}: {}", last.old_mean, last.new_mean,

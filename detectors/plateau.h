@@ -11,6 +11,11 @@
 //   judged span grows back from the latest window (stride 5 steps) until 2 spans in a row descend by
 //   more than 3 standard errors (the knee is in them). 3 rather than 2: overlapping spans share their
 //   noise, so a 2-SE chance excursion inside a flat stretch lasts several strides (seen in tests).
+// Never descended: flat now, and the mean of the last window is not below the mean of the first 20
+//   values ever seen by more than 3 standard errors of their difference (the head is kept aside, so
+//   a run longer than the values kept is still compared with its start). A loss that sat where it
+//   started is the unexplained_plateau verdict's first sign (triage.h), a loss that descended and
+//   then flattened is not.
 // False-positive guard: none needed beyond the noise estimate: a flat loss is reported, not
 //   diagnosed; the checklist says why.
 #pragma once
@@ -39,6 +44,8 @@ class Plateau {
   // a map lookup per record was a sixth of the triage's cost.
   std::map<int64_t, Value>::iterator last_;
   bool has_last_ = false;
+  // The first kHead values in step order as they arrived (the start of the run, kept aside).
+  std::vector<std::pair<int64_t, double>> head_;
 };
 
 }  // namespace flatline

@@ -10,9 +10,10 @@
 //   of > max(2 s, 4 intervals): the watchdog itself was gone), the step deadline is a fixed 10 s.
 //   A heartbeat without a phase also gets the 10 s bound (a pause cannot be told from a hang).
 // Thresholds:
-//   hang: a heartbeat of rank r at t > ref + 3 * median_step + heartbeat_interval, ref = r's last
+//   hang: a heartbeat of rank r at t > ref + max(2 s, 3 * median_step + heartbeat_interval), ref = r's last
 //     step record or the end of its last pause, whichever is later. Three typical steps plus one
-//     heartbeat period of slack (the heartbeat that notices may arrive that late) with no step.
+//     heartbeat period of slack (the heartbeat that notices may arrive that late) with no step, and
+//     never less than 2 s (kMinStallS: a healthy fast rank on a shared host stalls for fractions of one).
 //     onset = detected_step = the stalled step (last completed + 1; the `step` the harness's
 //     watchdog writes on the heartbeat). The brief said detected_step = last completed step, but
 //     the scorer counts a detection before the fault's active_from (= the stalled step) as a false
@@ -22,7 +23,8 @@
 //     step of the 3rd record (stuck step + 2): the logged value is frozen, so reporting it would
 //     put the detection before the fault.
 //   error: an `error` event whose detail mentions a timeout, a collective or a dead peer (timed out,
-//     nccl, gloo, allreduce, barrier, watchdog, peer died, ...) is a candidate at its own t.
+//     nccl, gloo, allreduce, barrier, watchdog, peer died, torch.distributed.elastic's ChildFailedError,
+//     ...) is a candidate at its own t.
 //   silence: a rank whose watchdog beats writes nothing at all for max(10 heartbeat intervals, 2 s),
 //     judged against the stream's clock: the launcher's (advance(now), every poll while it runs), the
 //     end of the run (finish(t_end)), or the `stopped` event the launcher appends for a rank that it
@@ -61,6 +63,11 @@ using namespace detail;
 constexpr double kFallbackBound = 10.0;  // s: deadline before the median is known
 constexpr size_t kMinIntervals = 4;      // 5 step records
 constexpr double kSlackSteps = 3.0;      // typical steps of slack
+// s: the shortest stall called a hang, whatever the step time. A healthy rank of a fast model on a shared
+// host stalls for a fraction of a second now and then (the OS scheduler, a page-in, other jobs on the
+// cores: healthy 30 ms steps were called hung after 0.6 s at load 8 on 2 cores); a hang lasts from seconds
+// (a collective timeout) to minutes.
+constexpr double kMinStallS = 2.0;
 constexpr int kStaleRepeats = 3;         // same logged step this many records in a row
 constexpr double kSilentBeats = 10;      // heartbeat intervals without any record: a silent rank
 constexpr double kMinSilenceS = 2.0;     // s: and at least this (a loaded machine deschedules for ~1 s)
@@ -78,7 +85,8 @@ bool starts_stream(const std::string& event) {
 bool mentions_hang(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const char* w : {"timeout", "timed out", "collective", "allreduce", "all_reduce", "all-reduce", "barrier",
-                        "nccl", "gloo", "watchdog", "peer died", "closed by peer", "connection reset"})
+                        "nccl", "gloo", "watchdog", "peer died", "closed by peer", "connection reset",
+                        "childfailederror", "torch.distributed.elastic"})
     if (s.find(w) != std::string::npos) return true;
   return false;
 }
@@ -215,12 +223,13 @@ class RunNotAlive final : public Detector {
     const bool warm = s.step_iv.size() >= kMinIntervals && s.since_start >= 1;
     // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier
     // heartbeat cannot be late; the medians are computed only for heartbeats past it.
-    const double lower = warm ? kSlackSteps * s.step_iv.min() + (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat)
+    const double lower = warm ? std::max(kMinStallS, kSlackSteps * s.step_iv.min() +
+                                                         (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat))
                               : kFallbackBound;
     if (!(r.t > ref + lower)) return;
     const double med = s.step_iv.median();
     // Without a phase a pause cannot be told from a hang: only the start-up bound is safe.
-    const double bound = std::max(warm ? kSlackSteps * med + s.heartbeat_interval() : kFallbackBound,
+    const double bound = std::max(warm ? std::max(kMinStallS, kSlackSteps * med + s.heartbeat_interval()) : kFallbackBound,
                                   training_phase(phase) ? 0.0 : kFallbackBound);
     if (!(r.t > ref + bound)) return;
     s.stall_reported = true;

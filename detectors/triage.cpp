@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -16,10 +18,106 @@
 
 namespace flatline {
 
+namespace {
+
+constexpr const char* kUnexplained = "unexplained_plateau";
+constexpr int kFrozenUpdates = 3;     // applied steps in a row with update_norm ~ 0
+constexpr int kFrozenParams = 10;     // ... or an identical param_norm (no update_norm logged)
+constexpr double kStill = 1e-9;       // update_norm / param_norm of parameters that do not move
+constexpr int kMaxClasses = 1000;     // ln K recognised up to K = 1000
+
+// Parameters that do not move while lr and the gradients are not zero (triage.h, rule 2).
+class Frozen {
+ public:
+  void observe(const Record& r) {
+    if (r.kind != RecordKind::step || r.rank < 0 || r.skipped.value_or(false)) return;
+    State& s = ranks_[r.rank];
+    const bool driven = r.lr && std::isfinite(*r.lr) && *r.lr > 0 && r.grad_norm && std::isfinite(*r.grad_norm) &&
+                        *r.grad_norm > 0;
+    if (!driven || (s.last_step >= 0 && r.step <= s.last_step)) {
+      s.updates = s.params = 0;
+      s.last_step = r.step;
+      s.last_param.reset();
+      return;
+    }
+    s.last_step = r.step;
+    if (r.update_norm && std::isfinite(*r.update_norm)) {
+      const double p = r.param_norm && std::isfinite(*r.param_norm) && *r.param_norm > 0 ? *r.param_norm : 1.0;
+      if (*r.update_norm / p < kStill) {
+        if (s.updates++ == 0) s.first = r.step;
+        if (s.updates == kFrozenUpdates && !found_) {
+          found_ = true;
+          onset_ = s.first, detected_ = r.step;
+          evidence_ = fmt::format("update norm {} on {} applied steps since step {} while lr = {:.1e} and grad norm = "
+                                  "{:.3g}{}: the optimizer is not updating the model it trains (an optimizer built "
+                                  "over parameters a wrapper then replaced: huggingface/accelerate#2665)",
+                                  *r.update_norm, s.updates, s.first, *r.lr, *r.grad_norm,
+                                  r.param_norm ? fmt::format(", parameter norm {:.6g}", *r.param_norm) : "");
+        }
+      } else {
+        s.updates = 0;
+      }
+      return;
+    }
+    if (r.param_norm && std::isfinite(*r.param_norm)) {
+      if (s.last_param && *s.last_param == *r.param_norm) {
+        if (s.params++ == 0) s.first = s.prev_step;
+        if (s.params + 1 == kFrozenParams && !found_params_) {
+          found_params_ = true;
+          p_onset_ = s.first, p_detected_ = r.step;
+          p_evidence_ = fmt::format("parameter norm {:.6g} unchanged on {} steps since step {} while lr = {:.1e} and "
+                                    "grad norm = {:.3g}: the optimizer is not updating the model it trains",
+                                    *r.param_norm, kFrozenParams, s.first, *r.lr, *r.grad_norm);
+        }
+      } else {
+        s.params = 0;
+      }
+      s.last_param = r.param_norm;
+      s.prev_step = r.step;
+    }
+  }
+  // The finding, if any: (onset, detected, evidence), from the update norm.
+  bool found(int64_t& onset, int64_t& detected, std::string& evidence) const {
+    if (!found_) return false;
+    onset = onset_, detected = detected_, evidence = evidence_;
+    return true;
+  }
+  // A parameter norm that did not change (no update_norm logged): evidence for a loss that never
+  // descended, never a verdict of its own (a norm printed with 3 decimals stands still late in a
+  // healthy run).
+  const std::string& still_params() const { return p_evidence_; }
+
+ private:
+  struct State {
+    int updates = 0, params = 0;
+    int64_t first = -1, last_step = -1, prev_step = -1;
+    std::optional<double> last_param;
+  };
+  std::map<int, State> ranks_;
+  bool found_ = false, found_params_ = false;
+  int64_t onset_ = -1, detected_ = -1, p_onset_ = -1, p_detected_ = -1;
+  std::string evidence_, p_evidence_;
+};
+
+// "1.3863 = ln 4" when the loss sits at the entropy of a uniform guess over K classes.
+std::string ln_k(const PlateauStatus& p) {
+  if (!(p.level > 0.5)) return "";
+  const int k = static_cast<int>(std::lround(std::exp(p.level)));
+  if (k < 2 || k > kMaxClasses) return "";
+  const double tol = std::min(0.02, 0.25 / k);
+  if (std::fabs(p.level - std::log(static_cast<double>(k))) > tol || p.level_se > tol) return "";
+  return fmt::format("loss {:.4f} = ln {} ({:.4f}): the model predicts uniformly over {} classes (check that the labels "
+                     "match the inputs, the last layer and what the loss is fed)",
+                     p.level, k, std::log(static_cast<double>(k)), k);
+}
+
+}  // namespace
+
 struct Triage::Impl {
   std::vector<std::unique_ptr<Detector>> detectors;  // checklist order, then the extra ones
   std::vector<bool> reported;                        // on_finding already called
   Plateau plateau;
+  Frozen frozen;
   std::vector<std::function<void(const Finding&)>> callbacks;
   int64_t records = 0, last_step = -1;
   int64_t nonfinite = 0, first_nonfinite_step = -1;
@@ -65,6 +163,7 @@ void Triage::observe(const Record& r) {
   impl_->count(r);
   for (auto& d : impl_->detectors) d->observe(r);
   impl_->plateau.observe(r);
+  impl_->frozen.observe(r);
   impl_->announce();
 }
 
@@ -76,7 +175,10 @@ void Triage::observe_block(const Record* block, size_t n) {
   auto run = [&](size_t first, size_t last, bool plateau) {
     for (size_t d = first; d < last; ++d) im.detectors[d]->observe_block(block, n);
     if (plateau)
-      for (size_t i = 0; i < n; ++i) im.plateau.observe(block[i]);
+      for (size_t i = 0; i < n; ++i) {
+        im.plateau.observe(block[i]);
+        im.frozen.observe(block[i]);
+      }
   };
   // An expensive detector (Detector::expensive) gets the second thread; the rest share the first.
   size_t heavy = im.detectors.size();
@@ -119,6 +221,36 @@ Diagnosis Triage::diagnosis() const {
     }
     (i < n_checklist ? d.checklist : d.extra_checks).push_back(std::move(c));
   }
+  d.plateau = impl_->plateau.status();
+  const bool checklist_fired = !d.findings.empty() && std::find(checklist_causes().begin(), checklist_causes().end(),
+                                                                 d.findings.front().cause) != checklist_causes().end();
+  int64_t onset = -1, detected = -1;
+  std::string frozen;
+  const bool is_frozen = impl_->frozen.found(onset, detected, frozen);
+  if (!checklist_fired && (is_frozen || (d.plateau.known && d.plateau.never_descended))) {
+    // The flat loss is real and none of the five causes explains it (triage.h).
+    Finding u;
+    u.cause = kUnexplained;
+    u.confidence = is_frozen ? 0.8 : 0.6;
+    if (is_frozen) {
+      u.onset_step = onset, u.detected_step = detected;
+      u.evidence.push_back(frozen);
+    } else {
+      u.onset_step = d.plateau.first_step, u.detected_step = d.plateau.judged_step;
+      u.evidence.push_back(fmt::format("the loss never descended: {} (flat from its first value at step {})",
+                                       d.plateau.detail, d.plateau.first_step));
+    }
+    if (auto k = ln_k(d.plateau); !k.empty()) u.evidence.push_back(k);
+    if (!is_frozen && !impl_->frozen.still_params().empty()) u.evidence.push_back(impl_->frozen.still_params());
+    if (is_frozen && d.plateau.known && d.plateau.never_descended)
+      u.evidence.push_back("the loss never descended: " + d.plateau.detail);
+    std::string missing;
+    for (const auto& c : d.checklist)
+      if (c.state == CheckState::cannot_run) missing += (missing.empty() ? "" : "; ") + c.cause + " (" + c.detail + ")";
+    u.evidence.push_back(missing.empty() ? "every check of the checklist ran and passed"
+                                         : "could not check: " + missing);
+    d.findings.insert(d.findings.begin(), std::move(u));
+  }
   if (!d.findings.empty()) {
     const Finding& p = d.findings.front();
     d.cause = p.cause;
@@ -129,7 +261,6 @@ Diagnosis Triage::diagnosis() const {
     d.confidence = p.confidence;
     d.evidence = p.evidence;
   }
-  d.plateau = impl_->plateau.status();
   d.records = impl_->records;
   d.last_step = impl_->last_step;
   d.nonfinite_losses = impl_->nonfinite;

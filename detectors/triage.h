@@ -4,7 +4,22 @@
 // signal stale), and lists every other finding, so overlapping faults are all reported.
 // It also reports the plateau check: is the training loss still descending against its own noise.
 // Detectors registered beyond the checklist (e.g. straggler) run too; their findings are listed after
-// the checklist's and name the diagnosis only when no checklist cause fired.
+// the checklist's and name the diagnosis only when no checklist cause fired and the plateau is not
+// unexplained.
+//
+// unexplained_plateau (issue 15): no checklist cause fired, and either
+//   (1) the loss never descended (PlateauStatus::never_descended: flat from its first values), or
+//   (2) the parameters do not move while lr and the gradients are not zero: update_norm == 0 (or
+//       < 1e-9 x param_norm) on 3 consecutive applied steps with lr > 0 and grad_norm > 0: the
+//       optimizer is not updating the model it trains (TrainCheck's flat-loss case;
+//       huggingface/accelerate#2665, an FSDP optimizer holding the pre-wrap parameters). Without
+//       update_norm, a param_norm identical on 10 such steps is evidence for (1), not a verdict (a
+//       norm printed with 3 decimals stands still late in a healthy run).
+//   The evidence names a loss equal to ln K (within min(0.02, 0.25 / K), K <= 1000, with a standard
+//   error no larger than that: a uniform predictor over K classes), and lists the checks that could
+//   not run with what to log for them. A loss that descended and then flattened with every runnable
+//   check passing stays healthy (a converged model, the look-alikes). onset_step: the first loss
+//   value (1) / the first frozen step (2); detected_step: the W-th loss value (1) / the 3rd (2).
 #pragma once
 #include <functional>
 #include <memory>
@@ -19,6 +34,10 @@ struct PlateauStatus {
   bool known = false;        // enough loss values to judge
   bool flat = false;         // loss no longer descending beyond its noise
   int64_t flat_since = -1;   // step where the flat stretch began
+  bool never_descended = false;  // flat, and no lower than where it started (plateau.h)
+  double level = 0;          // mean of the newer half of the last window
+  double level_se = 0;       // its standard error
+  int64_t first_step = -1, judged_step = -1;  // the first loss value's step; the step of the W-th
   std::string detail;        // e.g. "loss 2.31 -> 2.30 over steps 300..400, noise 0.04: flat"
 };
 

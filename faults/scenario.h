@@ -101,8 +101,9 @@ struct Scenario {
   double heartbeat_s = 0.5;
   double collective_timeout_s = 30;  // all-reduce timeout: how long a hung rank can stall the others
   int log_every = 1;             // write a step record every N steps (real loggers are sparse)
-  // For the fleet simulator only (`flatline simulate`): `run` refuses it, `score` skips it with a line
-  // (cli/local_guard.h). scenarios/fleet/ are (1024 ranks).
+  // For the fleet simulator only (`flatline simulate`, `flatline drill`): a shape no local launcher
+  // should start (thousands of ranks, tens of thousands of steps). `flatline run` refuses it and
+  // `flatline score` skips it with a line saying so (cli/launch.h, cli/cmd_score.cpp).
   bool fleet_only = false;
   // Foreign-format logs rank 0 also writes, live (telemetry/writers/writer.h): `formats: {write:
   // [tensorboard, hf, ...], every: N}` (every: the frameworks' logging interval, in steps).

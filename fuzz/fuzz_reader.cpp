@@ -9,15 +9,13 @@
 #include "detectors/triage.h"
 #include "readers/reader.h"
 
-namespace {
-const flatline::ParseFn kParse = flatline::parser_for(flatline::parse_log_format(FUZZ_FORMAT));
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Looked up on first use: the readers register themselves from static initialisers.
+  static const flatline::ParseFn parse = flatline::parser_for(FUZZ_FORMAT);
   std::string_view in(reinterpret_cast<const char*>(data), size);
   flatline::Warnings w;
   try {
-    auto recs = kParse(in, "fuzz-input", &w);
+    auto recs = parse(in, "fuzz-input", &w);
     flatline::Triage tri;
     for (const auto& r : recs) tri.observe(r);
     tri.finish(1e9);

@@ -98,6 +98,32 @@ CsvTable read_csv(std::string_view data, const std::string& name, Warnings* w) {
   return t;
 }
 
+std::vector<std::string> header_columns(std::string_view head) {
+  std::string_view l = first_line(head);
+  if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+  std::vector<std::string> cols;
+  if (l.find(',') == std::string_view::npos) return cols;
+  std::string cur;
+  bool quoted = false;
+  for (char c : l) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') return {};
+    if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) cols.push_back(std::string(trim(cur))), cur.clear();
+    else cur += c;
+  }
+  cols.push_back(std::string(trim(cur)));
+  // A header names columns: a log line with a comma in it (a timestamp's milliseconds) is not one.
+  for (const auto& c : cols)
+    if (c.find_first_of("[]{}") != std::string::npos || c.size() > 200) return {};
+  return cols;
+}
+
+bool has_column(const std::vector<std::string>& cols, std::string_view name) {
+  for (const auto& c : cols)
+    if (c == name) return true;
+  return false;
+}
+
 std::vector<Record> table_to_records(const CsvTable& t, const TableSpec& spec, const std::string& name, Warnings* w) {
   const size_t n = t.header.size();
   std::vector<Metric> metric(n, Metric::none);
@@ -118,7 +144,7 @@ std::vector<Record> table_to_records(const CsvTable& t, const TableSpec& spec, c
   std::optional<double> t0;
   int64_t last_step_index = -1;  // index in `out` of the last step record
   for (const CsvRow& row : t.rows) {
-    const std::string where = at_line(name, row.line);
+    const std::string where = spec.where ? spec.where(row.line) : at_line(name, row.line);
     std::optional<int64_t> step;
     int best = 1 << 30;
     for (size_t j = 0; j < n; ++j)

@@ -26,12 +26,19 @@ struct CsvTable {
 
 CsvTable read_csv(std::string_view data, const std::string& name, Warnings* w);
 
+// The column names of the first non-blank line of `head` (for sniffers: quotes stripped, no libcsv),
+// empty when it does not look like a CSV header (no comma, or control bytes).
+std::vector<std::string> header_columns(std::string_view head);
+bool has_column(const std::vector<std::string>& cols, std::string_view name);
+
 struct TableSpec {
   std::vector<std::string> step_columns;  // the first non-empty one gives the step
   std::string t_column;                   // seconds since start ("_runtime"); "" = none
   std::string t_epoch_column;             // Unix seconds ("_timestamp"), made relative; "" = none
   // Maps a header name to the metric name to look up ("" drops the column).
   std::function<std::string(const std::string&)> rename;
+  // Where a row is, for messages: default "name:line" (CsvRow::line); a binary log gives byte offsets.
+  std::function<std::string(size_t)> where;
 };
 
 // One step record per step (consecutive rows of the same step are merged when they set different

@@ -11,11 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "readers/metric_names.h"
-#include "readers/reader.h"
+#include "readers/registry.h"
 #include "readers/text_util.h"
 
 namespace flatline {
@@ -82,9 +83,50 @@ size_t object_end(const std::string& s, size_t i) {
   return std::string::npos;
 }
 
-}  // namespace
+// Entries that are a summary, not a logging step: trainer.predict's and evaluate's metrics logged
+// without a "step" (predict_*, test_*).
+bool summary_only(const json& e) {
+  for (auto it = e.begin(); it != e.end(); ++it)
+    if (it.key().rfind("predict_", 0) == 0 || it.key().rfind("test_", 0) == 0) return true;
+  return false;
+}
 
-std::vector<Record> parse_hf_trainer_state(std::string_view data, const std::string& name, Warnings* w) {
+// A number under `key` in the top-level object, after log_history (at `from`): "max_steps": 600.
+std::optional<double> top_level_number(const std::string& s, size_t from, const std::string& key) {
+  const std::string k = "\"" + key + "\"";
+  size_t p = from == std::string::npos ? std::string::npos : s.find(k, from);
+  if (p == std::string::npos) p = s.find(k);  // before log_history (unsorted keys)
+  if (p == std::string::npos) return std::nullopt;
+  p = s.find_first_not_of(" \t\r\n", p + k.size());
+  if (p == std::string::npos || s[p] != ':') return std::nullopt;
+  p = s.find_first_not_of(" \t\r\n", p + 1);
+  if (p == std::string::npos) return std::nullopt;
+  const size_t e = s.find_first_of(",}\r\n", p);
+  return readers::parse_number(std::string_view(s).substr(p, e == std::string::npos ? std::string::npos : e - p));
+}
+
+// The data position the Trainer logs without saying so: "epoch" is epochs_trained + (step in the
+// epoch) / steps_in_epoch, so epoch x steps per epoch x train_batch_size is the samples the loader
+// has handed out in this run's data order (samples_seen; in batches when train_batch_size is not
+// recorded). Steps per epoch from the first two entries that advance both. A resume that does not
+// restore the loader's position makes it go back while the step goes on (data_replay).
+void data_position(std::vector<Record>& out, const std::vector<std::pair<size_t, double>>& epochs,
+                   std::optional<double> batch) {
+  double per_epoch = 0;
+  for (size_t k = 1; k < epochs.size() && per_epoch <= 0; ++k) {
+    const double de = epochs[k].second - epochs[k - 1].second;
+    const double ds = static_cast<double>(out[epochs[k].first].step - out[epochs[k - 1].first].step);
+    if (de > 0 && ds > 0) per_epoch = std::round(ds / de);
+  }
+  if (per_epoch <= 0) return;
+  const double b = batch && std::isfinite(*batch) && *batch >= 1 ? *batch : 1.0;
+  for (const auto& [idx, ep] : epochs) {
+    const double pos = std::round(ep * per_epoch) * b;
+    if (pos < 9e15) out[idx].samples_seen = static_cast<int64_t>(pos);
+  }
+}
+
+std::vector<Record> parse(std::string_view data, const std::string& name, Warnings* w) {
   const std::string s = python_json_to_json(data);
   // Line numbers of the original text (the rewrite only adds quotes on a line).
   size_t lo_off = 0, lo_line = 1;  // incremental: offsets only grow
@@ -102,6 +144,7 @@ std::vector<Record> parse_hf_trainer_state(std::string_view data, const std::str
       (i = s.find_first_not_of(" \t\r\n", i + 1)) == std::string::npos || s[i] != '[')
     throw ReadError(at_line(name, line_of(key)) + ": \"log_history\" is not an array");
   std::vector<Record> out;
+  std::vector<std::pair<size_t, double>> epochs;  // (index in out, the fractional epoch) of step records
   readers::StepOrder order;
   ++i;
   for (;;) {
@@ -126,6 +169,7 @@ std::vector<Record> parse_hf_trainer_state(std::string_view data, const std::str
     }
     auto step_it = e.find("step");
     std::optional<double> step = step_it == e.end() ? std::nullopt : number(*step_it);
+    if (step_it == e.end() && summary_only(e)) continue;  // trainer.predict/evaluate metrics: no step
     if (!step || !std::isfinite(*step) || *step < 0 || *step > 9e15 || std::floor(*step) != *step) {
       if (w) w->push_back(at_line(name, line) + ": log_history entry without a valid \"step\", skipped");
       continue;
@@ -151,10 +195,63 @@ std::vector<Record> parse_hf_trainer_state(std::string_view data, const std::str
       r.kind = RecordKind::eval;
       out.push_back(std::move(r));
     } else if (any && order.accept(0, r.step, at_line(name, line), w)) {
+      if (auto ep = e.find("epoch"); ep != e.end())
+        if (auto x = number(*ep); x && std::isfinite(*x) && *x >= 0) epochs.emplace_back(out.size(), *x);
       out.push_back(std::move(r));
     }
   }
+  data_position(out, epochs, top_level_number(s, i, "train_batch_size"));
   return out;
 }
+
+// The run is planned to end at max_steps (TrainerState.max_steps).
+LogFacts facts(std::string_view data) {
+  LogFacts f;
+  const std::string s(data);
+  if (auto total = top_level_number(s, s.rfind("\"max_steps\""), "max_steps"); total && *total >= 1 && *total < 9e15)
+    f.planned_steps = static_cast<int64_t>(*total);
+  return f;
+}
+
+Sniff sniff(std::string_view head) {
+  std::string_view t = readers::trim(head.substr(0, 4096));
+  if (t.empty() || t.front() != '{') return Sniff::no;
+  return head.find("\"log_history\"") != std::string_view::npos ? Sniff::sure : Sniff::no;
+}
+
+// An output directory: its own trainer_state.json, else the newest checkpoint-N/ (by N, not by name).
+std::vector<std::string> locate(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(dir + "/trainer_state.json", ec)) return {dir + "/trainer_state.json"};
+  int64_t best = -1;
+  std::string best_state;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory(ec) && n.rfind("checkpoint-", 0) == 0 && fs::exists(e.path() / "trainer_state.json", ec)) {
+      auto k = readers::parse_integer(n.substr(11));
+      if (k && *k > best) best = *k, best_state = (e.path() / "trainer_state.json").string();
+    }
+  }
+  if (best_state.empty()) return {};
+  return {best_state};
+}
+
+ReaderDef def() {
+  ReaderDef d;
+  d.name = "hf";
+  d.summary = "Hugging Face Trainer trainer_state.json (an output dir: its newest checkpoint-N/)";
+  d.name_hints = {"trainer_state.json"};
+  d.sniff = sniff;
+  d.parse = parse;
+  d.facts = facts;
+  d.locate = locate;
+  d.priority = 20;
+  return d;
+}
+
+}  // namespace
+
+FLATLINE_REGISTER_READER(def());
 
 }  // namespace flatline

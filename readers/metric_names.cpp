@@ -31,6 +31,9 @@ Metric metric_for(std::string_view name) {
     return Metric::eval_loss;
   if (n == "skipped" || n == "skipped_step" || n == "skipped_steps") return Metric::skipped;
   if (n == "overflow" || n == "found_inf") return Metric::overflow;
+  if (n == "local_grad_norm") return Metric::local_grad_norm;
+  if (n == "update_norm") return Metric::update_norm;
+  if (n == "grad_zero_frac" || n == "grad_zeros_frac" || n == "zero_grad_frac") return Metric::grad_zero_frac;
   return Metric::none;
 }
 
@@ -47,6 +50,9 @@ bool set_metric(Record& r, Metric m, double v) {
     case Metric::grad_norm: set_once(r.grad_norm, v); return true;
     case Metric::loss_scale: set_once(r.loss_scale, v); return true;
     case Metric::param_norm: set_once(r.param_norm, v); return true;
+    case Metric::local_grad_norm: set_once(r.local_grad_norm, v); return true;
+    case Metric::update_norm: set_once(r.update_norm, v); return true;
+    case Metric::grad_zero_frac: set_once(r.grad_zero_frac, v); return true;
     case Metric::epoch:
       if (!r.epoch && std::isfinite(v) && std::fabs(v) < 9e15) r.epoch = static_cast<int64_t>(std::floor(v));
       return true;

@@ -11,6 +11,8 @@
 //   step        step, global_step, train/global_step (HF via W&B), trainer/global_step
 //   eval_loss   eval_loss, eval/loss, val_loss, val/loss, validation_loss, valid/loss, lm loss validation
 //   skipped     skipped, skipped_step(s)       overflow  overflow, found_inf
+//   local_grad_norm  local_grad_norm (a rank's norm before the all-reduce)   update_norm  update_norm
+//   grad_zero_frac   grad_zero_frac, grad_zeros_frac, zero_grad_frac
 // Anything else (epoch aggregates like train_loss_epoch, throughput, memory) is ignored.
 #pragma once
 #include <string>
@@ -20,7 +22,10 @@
 
 namespace flatline::readers {
 
-enum class Metric { none, loss, lr, grad_norm, loss_scale, param_norm, epoch, step, eval_loss, skipped, overflow };
+enum class Metric {
+  none, loss, lr, grad_norm, loss_scale, param_norm, epoch, step, eval_loss, skipped, overflow, local_grad_norm,
+  update_norm, grad_zero_frac
+};
 
 Metric metric_for(std::string_view name);
 

@@ -1,4 +1,4 @@
-// Format names, detection and read_log (readers/reader.h).
+// The reader registry, format detection and read_log (readers/reader.h, readers/registry.h).
 #include "readers/reader.h"
 
 #include <fmt/format.h>
@@ -6,236 +6,559 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 
+#include "readers/registry.h"
 #include "readers/text_util.h"
-#include "readers/tfrecord.h"
+#include "telemetry/jsonl.h"
 
 namespace flatline {
 namespace fs = std::filesystem;
 
 namespace {
-struct FormatName {
-  LogFormat f;
-  const char* name;
-  ParseFn fn;
-};
-const FormatName kFormats[] = {
-    {LogFormat::auto_detect, "auto", nullptr},
-    {LogFormat::flatline, "flatline", parse_flatline_jsonl},
-    {LogFormat::hf, "hf", parse_hf_trainer_state},
-    {LogFormat::megatron, "megatron", parse_megatron_log},
-    {LogFormat::deepspeed, "deepspeed", parse_deepspeed_log},
-    {LogFormat::lightning, "lightning", parse_lightning_csv},
-    {LogFormat::wandb, "wandb", parse_wandb_csv},
-    {LogFormat::tensorboard, "tensorboard", parse_tensorboard_events},
-};
 
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-bool contains(std::string_view s, std::string_view x) { return s.find(x) != std::string_view::npos; }
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ReadError(path + ": cannot open: " + std::strerror(errno));
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+std::deque<ReaderDef>& storage() {
+  static std::deque<ReaderDef> r;  // a deque: pointers to its elements stay valid as it grows
+  return r;
 }
 
-LogFormat csv_flavour(std::string_view head) {
-  std::string_view first = head.substr(0, head.find('\n'));
-  if (contains(first, "_step") || contains(first, "_runtime") || contains(first, "_timestamp") ||
-      (contains(first, "Step") && contains(first, " - ")))
-    return LogFormat::wandb;
-  return LogFormat::lightning;
-}
 
-// Does `name` look like a file of format f (for picking files out of a directory)?
-bool name_fits(const std::string& name, LogFormat f) {
-  switch (f) {
-    case LogFormat::flatline: return ends_with(name, ".jsonl");
-    case LogFormat::hf: return name == "trainer_state.json";
-    case LogFormat::lightning: return name == "metrics.csv";
-    case LogFormat::wandb: return ends_with(name, ".csv");
-    case LogFormat::tensorboard: return contains(name, "tfevents");
-    case LogFormat::megatron:
-    case LogFormat::deepspeed: return ends_with(name, ".log") || ends_with(name, ".txt") || ends_with(name, ".out");
-    case LogFormat::auto_detect: return false;
-  }
+bool hinted(const ReaderDef& r, const std::string& file_name) {
+  for (const auto& g : r.name_hints)
+    if (glob_match(g, file_name)) return true;
   return false;
+}
+
+std::vector<std::string> files_of(const ReaderDef& r, const std::string& dir) {
+  return r.locate ? r.locate(dir) : files_matching(dir, r.name_hints);
+}
+
+// "x: y" -> "y" when x is the file's own path (a reader's message quoted inside a longer one).
+std::string without_path(const std::string& what, const std::string& path) {
+  if (what.compare(0, path.size(), path) == 0 && what.size() > path.size() + 1 && what[path.size()] == ':')
+    return std::string(readers::trim(std::string_view(what).substr(path.size() + 1)));
+  return what;
 }
 
 }  // namespace
 
-const char* to_string(LogFormat f) {
-  for (const auto& x : kFormats)
-    if (x.f == f) return x.name;
-  return "?";
+bool register_reader(const ReaderDef& def) {
+  for (const auto& r : storage())
+    if (r.name == def.name) {
+      std::fprintf(stderr, "flatline: reader '%s' registered twice\n", def.name.c_str());
+      std::abort();
+    }
+  storage().push_back(def);
+  return true;
 }
 
-LogFormat parse_log_format(const std::string& s) {
-  std::string all;
-  for (const auto& x : kFormats) {
-    if (s == x.name) return x.f;
-    all += all.empty() ? x.name : std::string("|") + x.name;
+const std::vector<const ReaderDef*>& all_readers() {
+  // Rebuilt when a registrar ran since (a static initialiser may ask before every one has run).
+  static std::vector<const ReaderDef*> sorted;
+  if (sorted.size() != storage().size()) {
+    sorted.clear();
+    for (const auto& r : storage()) sorted.push_back(&r);
+    std::sort(sorted.begin(), sorted.end(), [](const ReaderDef* a, const ReaderDef* b) {
+      return a->priority != b->priority ? a->priority < b->priority : a->name < b->name;
+    });
   }
-  throw std::invalid_argument("unknown log format '" + s + "' (expected " + all + ")");
+  return sorted;
 }
 
-ParseFn parser_for(LogFormat f) {
-  for (const auto& x : kFormats)
-    if (x.f == f) return x.fn;
-  return nullptr;
+std::string format_choices() {
+  std::string all = "auto";
+  for (const ReaderDef* r : all_readers()) all += "|" + r->name;
+  return all;
 }
 
-LogFormat detect_format(const std::string& path, std::string_view head) {
+const ReaderDef& reader_named(const std::string& name) {
+  for (const ReaderDef* r : all_readers())
+    if (r->name == name) return *r;
+  throw std::invalid_argument("unknown log format '" + name + "' (expected " + format_choices() + ")");
+}
+
+std::string parse_log_format(const std::string& s) {
+  if (s != "auto") (void)reader_named(s);
+  return s;
+}
+
+ParseFn parser_for(const std::string& format) { return format == "auto" ? nullptr : reader_named(format).parse; }
+
+bool glob_match(std::string_view p, std::string_view s) {
+  // Iterative '*' matching with one backtrack point (enough for shell-style globs).
+  size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
+  while (si < s.size()) {
+    if (pi < p.size() && (p[pi] == '?' || p[pi] == s[si])) {
+      ++pi, ++si;
+    } else if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      mark = si;
+    } else if (star != std::string_view::npos) {
+      pi = star + 1;
+      si = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+std::vector<std::string> files_matching(const std::string& dir, const std::vector<std::string>& globs) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    const std::string n = e.path().filename().string();
+    for (const auto& g : globs)
+      if (glob_match(g, n)) {
+        out.push_back(e.path().string());
+        break;
+      }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int rank_from_path(const std::string& path) {
+  for (const auto& part : fs::path(path)) {
+    std::string n = part.string();
+    if (n.rfind("rank", 0) != 0) continue;
+    n = n.substr(4);
+    if (!n.empty() && (n[0] == '_' || n[0] == '-')) n = n.substr(1);
+    const auto dot = n.find('.');
+    if (dot != std::string::npos) n = n.substr(0, dot);
+    if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos) continue;
+    return std::atoi(n.c_str());
+  }
+  return -1;
+}
+
+std::vector<const ReaderDef*> candidates(const std::string& path, std::string_view head) {
   const std::string name = fs::path(path).filename().string();
-  if (ends_with(name, ".jsonl")) return LogFormat::flatline;
-  if (name == "trainer_state.json") return LogFormat::hf;
-  if (contains(name, "tfevents")) return LogFormat::tensorboard;
-  if (ends_with(name, ".csv")) return csv_flavour(head);
-  // By content.
-  if (head.size() >= 12) {
-    uint32_t stored = 0;
-    for (int i = 3; i >= 0; --i) stored = (stored << 8) | static_cast<unsigned char>(head[8 + i]);
-    if (readers::mask_crc(readers::crc32c(head.data(), 8)) == stored) return LogFormat::tensorboard;
-  }
-  std::string_view t = readers::trim(head);
-  if (!t.empty() && t.front() == '{') {
-    if (contains(head, "\"log_history\"")) return LogFormat::hf;
-    if (contains(head, "\"kind\"")) return LogFormat::flatline;
-  }
-  if (contains(head, " iteration ") && contains(head, "consumed samples")) return LogFormat::megatron;
-  if (contains(head, "[deepspeed]") || contains(head, "OVERFLOW! Rank") ||
-      (contains(head, "step=") && contains(head, "skipped=") && contains(head, "lr=")) ||
-      contains(head, "loss scale already at minimum"))
-    return LogFormat::deepspeed;
-  std::string_view first = head.substr(0, head.find('\n'));
-  if (contains(first, ",") && (contains(first, "step") || contains(first, "Step"))) return csv_flavour(head);
-  return LogFormat::auto_detect;
+  struct C {
+    const ReaderDef* r;
+    int sniff, hint;
+  };
+  std::vector<C> cs;
+  // The first 64 KiB decide almost every file; only when no sniffer is sure or likely there is the
+  // rest of the head looked at (a Megatron log's argument dump): sniffing is a scan per pattern.
+  auto sniff_all = [&](std::string_view h) {
+    cs.clear();
+    int best = 0;
+    for (const ReaderDef* r : all_readers()) {
+      const int s = r->sniff ? static_cast<int>(r->sniff(h)) : 0;
+      const int hn = hinted(*r, name) ? 1 : 0;
+      if (s > 0 || hn) cs.push_back({r, s, hn});
+      best = std::max(best, s);
+    }
+    return best;
+  };
+  constexpr size_t kFirst = 64 << 10;
+  if (sniff_all(head.substr(0, kFirst)) < static_cast<int>(Sniff::likely) && head.size() > kFirst) sniff_all(head);
+  std::stable_sort(cs.begin(), cs.end(), [](const C& a, const C& b) {
+    return a.sniff != b.sniff ? a.sniff > b.sniff : a.hint > b.hint;  // then priority (stable)
+  });
+  std::vector<const ReaderDef*> out;
+  for (const auto& c : cs) out.push_back(c.r);
+  return out;
 }
 
-std::vector<Record> merge_by_time(const std::vector<std::vector<Record>>& files) {
+std::string detect_format(const std::string& path, std::string_view head) {
+  auto c = candidates(path, head.substr(0, kSniffBytes));
+  return c.empty() ? "auto" : c.front()->name;
+}
+
+std::vector<Record> parse_log_bytes(std::string_view data, const std::string& path, const std::string& format,
+                                    Warnings* w, std::string* used) {
+  if (data.empty()) throw ReadError(path + ": empty file");
+  std::vector<const ReaderDef*> cands;
+  if (format != "auto") cands.push_back(&reader_named(format));
+  else cands = candidates(path, data.substr(0, kSniffBytes));
+  if (cands.empty()) {
+    std::string names = format_choices();
+    names = names.substr(names.find('|') + 1);
+    throw ReadError(path + ": unknown log format (force one with --format " + names + ")");
+  }
+  std::vector<std::string> refused;
+  std::string only_error;
+  for (const ReaderDef* r : cands) {
+    Warnings mine;
+    std::vector<Record> recs;
+    try {
+      readers::WarningSink sink(&mine, path);
+      recs = r->parse(data, path, sink.get());
+    } catch (const ReadError& e) {
+      only_error = e.what();
+      refused.push_back(r->name + ": " + without_path(e.what(), path));
+      continue;
+    }
+    if (recs.empty()) {
+      only_error = path + ": no usable records as " + r->name;
+      refused.push_back(r->name + ": no usable records");
+      continue;
+    }
+    if (w) w->insert(w->end(), mine.begin(), mine.end());
+    if (used) *used = r->name;
+    return recs;
+  }
+  if (refused.size() == 1) throw ReadError(only_error);
+  std::string list;
+  for (const auto& s : refused) list += (list.empty() ? "" : "; ") + s;
+  throw ReadError(path + ": no format could read it (tried " + list + ")");
+}
+
+namespace {
+
+// One directory layout: a reader and the files it would read.
+struct Layout {
+  const ReaderDef* reader;
+  std::vector<std::string> files;
+};
+
+std::vector<Layout> layouts(const std::string& dir, const std::string& format) {
+  std::vector<Layout> out;
+  std::set<std::string> taken;
+  for (const ReaderDef* r : all_readers()) {
+    if (format != "auto" && r->name != format) continue;
+    std::vector<std::string> files;
+    for (auto& f : files_of(*r, dir))
+      if (taken.insert(f).second) files.push_back(std::move(f));
+    if (!files.empty()) out.push_back({r, std::move(files)});
+  }
+  return out;
+}
+
+std::string all_hints() {
+  std::string s;
+  std::set<std::string> seen;
+  for (const ReaderDef* r : all_readers())
+    for (const auto& h : r->name_hints)
+      if (seen.insert(h).second) s += (s.empty() ? "" : ", ") + h;
+  return s;
+}
+
+}  // namespace
+
+LogFiles locate_log(const std::string& path, const std::string& format) {
+  if (format != "auto") (void)reader_named(format);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ReadError(path + ": no such file or directory");
+  if (!fs::is_directory(path, ec)) return {format, {path}};
+  auto ls = layouts(path, format);
+  if (ls.empty()) throw ReadError(path + ": no log found (" + all_hints() + ")");
+  return {format, ls.front().files};
+}
+
+std::vector<Record> merge_by_time(std::vector<std::vector<Record>> files) {
+  // Each record's key: its t, or the last t before it in its file.
+  std::vector<std::vector<double>> keys(files.size());
+  bool sorted = true;
+  size_t total = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    double last = -std::numeric_limits<double>::infinity();
+    keys[f].reserve(files[f].size());
+    for (const Record& r : files[f]) {
+      if (std::isfinite(r.t)) last = r.t;
+      sorted &= keys[f].empty() || keys[f].back() <= last;
+      keys[f].push_back(last);
+    }
+    total += files[f].size();
+  }
+  std::vector<Record> out;
+  out.reserve(total);
+  if (sorted) {
+    // Every file in time order (the telemetry's t never goes back): a k-way merge, the lowest file
+    // index first on ties (what a stable sort of the concatenation gives).
+    std::vector<size_t> at(files.size(), 0);
+    auto later = [&](size_t a, size_t b) {
+      const double ka = keys[a][at[a]], kb = keys[b][at[b]];
+      return ka != kb ? ka > kb : a > b;
+    };
+    std::vector<size_t> heap;
+    for (size_t f = 0; f < files.size(); ++f)
+      if (!files[f].empty()) heap.push_back(f);
+    std::make_heap(heap.begin(), heap.end(), later);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const size_t f = heap.back();
+      out.push_back(std::move(files[f][at[f]]));
+      if (++at[f] < files[f].size()) std::push_heap(heap.begin(), heap.end(), later);
+      else heap.pop_back();
+    }
+    return out;
+  }
   struct Key {
     double t;
     size_t file, idx;
   };
-  std::vector<Key> keys;
-  for (size_t f = 0; f < files.size(); ++f) {
-    double last = -std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < files[f].size(); ++i) {
-      if (std::isfinite(files[f][i].t)) last = files[f][i].t;
-      keys.push_back({last, f, i});
-    }
-  }
-  std::stable_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) { return a.t < b.t; });
-  std::vector<Record> out;
-  out.reserve(keys.size());
-  for (const auto& k : keys) out.push_back(files[k.file][k.idx]);
+  std::vector<Key> all;
+  all.reserve(total);
+  for (size_t f = 0; f < files.size(); ++f)
+    for (size_t i = 0; i < files[f].size(); ++i) all.push_back({keys[f][i], f, i});
+  std::stable_sort(all.begin(), all.end(), [](const Key& a, const Key& b) { return a.t < b.t; });
+  for (const auto& k : all) out.push_back(std::move(files[k.file][k.idx]));
   return out;
 }
 
-LogData read_log(const std::string& path, LogFormat format) {
-  LogData d;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw ReadError(path + ": no such file or directory");
-  std::vector<std::string> files;
-  if (fs::is_directory(path, ec)) {
-    std::string dir = fs::is_directory(path + "/telemetry", ec) ? path + "/telemetry" : path;
-    std::vector<std::string> all;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.is_regular_file(ec)) all.push_back(e.path().string());
-    // An HF output dir keeps its state in the newest checkpoint-N/.
-    int64_t best = -1;
-    std::string best_state;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string n = e.path().filename().string();
-      if (e.is_directory(ec) && n.rfind("checkpoint-", 0) == 0 && fs::exists(e.path() / "trainer_state.json", ec)) {
-        auto k = readers::parse_integer(n.substr(11));
-        if (k && *k > best) best = *k, best_state = (e.path() / "trainer_state.json").string();
-      }
-    }
-    // A Lightning log dir keeps each run in lightning_logs/version_N/ (or version_N/): the newest.
-    int64_t best_version = -1;
-    std::string best_metrics;
-    for (const std::string& parent : {dir, dir + "/lightning_logs"})
-      for (const auto& e : fs::directory_iterator(parent, ec)) {
-        const std::string n = e.path().filename().string();
-        if (!e.is_directory(ec) || n.rfind("version_", 0) != 0 || !fs::exists(e.path() / "metrics.csv", ec)) continue;
-        auto k = readers::parse_integer(n.substr(8));
-        if (k && *k > best_version) best_version = *k, best_metrics = (e.path() / "metrics.csv").string();
-      }
-    std::sort(all.begin(), all.end());
-    const LogFormat order[] = {LogFormat::flatline, LogFormat::hf, LogFormat::lightning, LogFormat::tensorboard,
-                               LogFormat::wandb, LogFormat::megatron};
-    for (LogFormat f : order) {
-      if (format != LogFormat::auto_detect && format != f &&
-          !(format == LogFormat::deepspeed && f == LogFormat::megatron))
-        continue;
-      for (const auto& p : all)
-        if (name_fits(fs::path(p).filename().string(), f)) files.push_back(p);
-      if (files.empty() && f == LogFormat::hf && !best_state.empty()) files.push_back(best_state);
-      if (files.empty() && f == LogFormat::lightning && !best_metrics.empty()) files.push_back(best_metrics);
-      if (!files.empty()) {
-        if (format == LogFormat::auto_detect && f != LogFormat::megatron) format = f;
-        break;
-      }
-    }
-    if (files.empty()) throw ReadError(path + ": no log found (telemetry/*.jsonl, trainer_state.json, metrics.csv, "
-                                              "events.out.tfevents.*, *.csv, *.log)");
-  } else {
-    files.push_back(path);
-  }
-  std::vector<std::vector<Record>> per_file;
-  std::string last_error;
-  for (const auto& f : files) {
-    try {
-      const std::string data = read_file(f);
-      if (data.empty()) throw ReadError(f + ": empty file");
-      LogFormat ff = format;
-      if (ff == LogFormat::auto_detect) ff = detect_format(f, data);
-      if (ff == LogFormat::auto_detect)
-        throw ReadError(f + ": unknown log format (force one with --format " +
-                        std::string("flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard)"));
-      if (d.format == LogFormat::auto_detect) d.format = ff;
-      std::vector<Record> recs;
-      {
-        readers::WarningSink sink(&d.warnings, f);
-        recs = parser_for(ff)(data, f, sink.get());
-      }
-      if (recs.empty()) throw ReadError(f + ": no usable records as " + to_string(ff));
-      d.files.push_back(f);
-      per_file.push_back(std::move(recs));
-    } catch (const ReadError& e) {
-      if (files.size() == 1) throw;
-      d.warnings.push_back(e.what());
-      last_error = e.what();
-    }
-  }
-  if (per_file.empty()) throw ReadError(path + ": nothing usable (" + last_error + ")");
-  if (d.format == LogFormat::flatline) {
-    int max_rank = -1;
-    for (size_t i = 0; i < per_file.size(); ++i) {
+namespace {
+
+// The records of several files as one stream. Files whose records name their rank (flatline) are
+// checked against their file name; files of a format without ranks take the rank their path names.
+void assemble(LogData& d, std::vector<std::vector<Record>>& per_file) {
+  const ReaderDef& r = reader_named(d.format);
+  int max_rank = -1;
+  std::set<int> ranks;
+  for (size_t i = 0; i < per_file.size(); ++i) {
+    if (r.records_name_rank) {
       const std::string n = fs::path(d.files[i]).stem().string();
       auto named = n.rfind("rank-", 0) == 0 ? readers::parse_integer(n.substr(5)) : std::nullopt;
       int64_t other = 0, other_rank = -1;
-      for (const auto& r : per_file[i]) {
-        max_rank = std::max(max_rank, r.rank);
-        if (named && r.rank != *named) ++other, other_rank = r.rank;
+      for (const auto& rec : per_file[i]) {
+        if (named && rec.rank != *named) ++other, other_rank = rec.rank;
       }
       if (other)
         d.warnings.push_back(fmt::format("{}: {} record(s) of rank {} in the file of rank {} (kept with the rank they name)",
                                          d.files[i], other, other_rank, *named));
+    } else if (const int pr = rank_from_path(d.files[i]); pr >= 0 && per_file.size() > 1) {
+      for (auto& rec : per_file[i]) rec.rank = pr;
     }
-    d.world_size = std::max<int>(static_cast<int>(per_file.size()), max_rank + 1);
-    d.records = merge_by_time(per_file);
-  } else {
-    for (auto& v : per_file) d.records.insert(d.records.end(), v.begin(), v.end());
+    for (const auto& rec : per_file[i]) {
+      max_rank = std::max(max_rank, rec.rank);
+      ranks.insert(rec.rank);
+    }
   }
-  return d;
+  if (r.records_name_rank || ranks.size() > 1) {
+    d.world_size = std::max<int>(r.records_name_rank ? static_cast<int>(per_file.size()) : 0, max_rank + 1);
+    d.records = merge_by_time(std::move(per_file));
+  } else if (per_file.size() == 1) {
+    d.records = std::move(per_file[0]);
+  } else {
+    for (auto& v : per_file)
+      d.records.insert(d.records.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
+  }
 }
+
+}  // namespace
+
+LogData read_log(const std::string& path, const std::string& format) {
+  if (format != "auto") (void)reader_named(format);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ReadError(path + ": no such file or directory");
+  std::vector<Layout> ls;
+  if (fs::is_directory(path, ec)) {
+    ls = layouts(path, format);
+    if (ls.empty()) throw ReadError(path + ": no log found (" + all_hints() + ")");
+  } else {
+    ls.push_back({nullptr, {path}});
+  }
+  std::string last_error;
+  size_t tried = 0;
+  Warnings refused;  // files no reader could read, in this layout or an earlier one
+  for (const Layout& l : ls) {
+    LogData d;
+    std::vector<std::vector<Record>> per_file;
+    for (const auto& f : l.files) {
+      ++tried;
+      try {
+        const std::string data = readers::read_file(f);
+        // A file read as part of a layout keeps that layout's format once the first file settled it,
+        // so that a directory's rank files do not end up read by two readers.
+        const std::string want = format != "auto" ? format : (d.format != "auto" ? d.format : "auto");
+        std::string used;
+        auto recs = parse_log_bytes(data, f, want, &d.warnings, &used);
+        if (d.format == "auto") d.format = used;
+        if (const ReaderDef& rd = reader_named(used); rd.facts)
+          d.facts.planned_steps = std::max(d.facts.planned_steps, rd.facts(data).planned_steps);
+        d.files.push_back(f);
+        per_file.push_back(std::move(recs));
+      } catch (const ReadError& e) {
+        if (ls.size() == 1 && l.files.size() == 1) throw;
+        refused.push_back(e.what());
+        last_error = e.what();
+      }
+    }
+    if (per_file.empty()) continue;
+    d.warnings.insert(d.warnings.begin(), refused.begin(), refused.end());
+    assemble(d, per_file);
+    return d;
+  }
+  if (tried == 1) throw ReadError(last_error);
+  throw ReadError(path + ": nothing usable (" + last_error + ")");
+}
+
+// --- LogStream ---------------------------------------------------------------------------------------
+
+namespace {
+constexpr size_t kStreamBudget = size_t{128} << 20;  // bytes of chunks over all files
+constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 256 << 10;  // reused buffers: touched once
+}  // namespace
+
+struct LogStream::Impl {
+  std::string format;
+  std::vector<std::string> files;
+  int world_size = 0;
+  LogFacts facts;
+  Warnings warnings;
+  int64_t handed = 0;
+  // held in memory
+  LogData whole;
+  size_t at = 0;
+  // streamed rank files
+  struct Cursor {
+    std::unique_ptr<JsonlReader> reader;
+    std::vector<Record> batch;
+    size_t i = 0;
+    double key = -std::numeric_limits<double>::infinity();
+    std::optional<int64_t> named;  // the rank in the file's name
+    int64_t other = 0;
+    int other_rank = -1;
+    bool any = false;
+  };
+  std::vector<Cursor> cursors;
+  std::vector<size_t> heap;
+  bool streamed = false, done = false;
+
+  // The cursor's current record's key (its t, or the last t before it in its file).
+  double key_of(Cursor& c) {
+    const double t = c.batch[c.i].t;
+    if (std::isfinite(t)) c.key = std::max(c.key, t);
+    return c.key;
+  }
+  bool refill(Cursor& c) {
+    while (c.i >= c.batch.size()) {
+      c.i = 0;
+      try {
+        if (!c.reader->next(c.batch, &warnings)) return false;
+      } catch (const std::exception& e) {
+        warnings.push_back(e.what());
+        return false;
+      }
+    }
+    return true;
+  }
+  bool later(size_t a, size_t b) const {
+    const double ka = cursors[a].key, kb = cursors[b].key;
+    return ka != kb ? ka > kb : a > b;
+  }
+  void finish() {
+    done = true;
+    for (size_t f = 0; f < cursors.size(); ++f) {
+      const Cursor& c = cursors[f];
+      if (c.other)
+        warnings.push_back(fmt::format("{}: {} record(s) of rank {} in the file of rank {} (kept with the rank they name)",
+                                       files[f], c.other, c.other_rank, *c.named));
+    }
+  }
+};
+
+LogStream::LogStream(const std::string& path, const std::string& format) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  LogFiles lf = locate_log(path, format);
+  // Stream only flatline rank files of a directory; everything else is read whole.
+  bool stream = false;
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && !lf.files.empty()) {
+    std::string head;
+    if (std::FILE* f = std::fopen(lf.files.front().c_str(), "rb")) {
+      head.resize(64 << 10);
+      head.resize(std::fread(head.data(), 1, head.size(), f));
+      std::fclose(f);
+    }
+    const std::string fmt_name = format != "auto" ? format : (head.empty() ? "auto" : detect_format(lf.files.front(), head));
+    stream = fmt_name != "auto" && reader_named(fmt_name).records_name_rank && lf.files.size() > 1;
+    if (stream) m.format = fmt_name;
+  }
+  if (!stream) {
+    m.whole = read_log(path, format);
+    m.format = m.whole.format;
+    m.files = m.whole.files;
+    m.world_size = m.whole.world_size;
+    m.facts = m.whole.facts;
+    m.warnings = m.whole.warnings;
+    return;
+  }
+  m.streamed = true;
+  const size_t chunk = std::clamp(kStreamBudget / lf.files.size(), kMinChunk, kMaxChunk);
+  int max_named = -1;
+  for (const auto& f : lf.files) {
+    Impl::Cursor c;
+    try {
+      std::error_code fec;
+      const auto size = fs::file_size(f, fec);  // a small file needs no chunk bigger than itself
+      c.reader = std::make_unique<JsonlReader>(f, fec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(size) + 1));
+    } catch (const std::exception& e) {
+      m.warnings.push_back(e.what());
+      continue;
+    }
+    const std::string n = fs::path(f).stem().string();
+    c.named = n.rfind("rank-", 0) == 0 ? readers::parse_integer(n.substr(5)) : std::nullopt;
+    if (c.named && *c.named < 1 << 20) max_named = std::max<int>(max_named, static_cast<int>(*c.named));
+    m.files.push_back(f);
+    m.cursors.push_back(std::move(c));
+  }
+  m.world_size = std::max<int>(static_cast<int>(m.files.size()), max_named + 1);
+  for (size_t i = 0; i < m.cursors.size(); ++i) {
+    Impl::Cursor& c = m.cursors[i];
+    if (!m.refill(c)) {
+      m.warnings.push_back(m.files[i] + ": no usable records");
+      continue;
+    }
+    m.key_of(c);
+    m.heap.push_back(i);
+  }
+  if (m.heap.empty()) throw ReadError(path + ": nothing usable (" + (m.warnings.empty() ? "" : m.warnings.back()) + ")");
+  auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
+  std::make_heap(m.heap.begin(), m.heap.end(), later);
+}
+
+LogStream::~LogStream() = default;
+
+bool LogStream::next(std::vector<Record>& out, size_t max) {
+  Impl& m = *impl_;
+  out.clear();
+  if (!m.streamed) {
+    const size_t n = std::min(max, m.whole.records.size() - m.at);
+    out.assign(std::make_move_iterator(m.whole.records.begin() + static_cast<long>(m.at)),
+               std::make_move_iterator(m.whole.records.begin() + static_cast<long>(m.at + n)));
+    m.at += n;
+    m.handed += static_cast<int64_t>(n);
+    return n > 0;
+  }
+  auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
+  while (out.size() < max && !m.heap.empty()) {
+    std::pop_heap(m.heap.begin(), m.heap.end(), later);
+    const size_t f = m.heap.back();
+    Impl::Cursor& c = m.cursors[f];
+    Record& r = c.batch[c.i++];
+    if (c.named && r.rank != *c.named) ++c.other, c.other_rank = r.rank;
+    out.push_back(std::move(r));
+    if (m.refill(c)) {
+      m.key_of(c);
+      std::push_heap(m.heap.begin(), m.heap.end(), later);
+    } else {
+      m.heap.pop_back();
+    }
+  }
+  m.handed += static_cast<int64_t>(out.size());
+  if (m.heap.empty() && !m.done) m.finish();
+  return !out.empty();
+}
+
+const std::string& LogStream::format() const { return impl_->format; }
+const std::vector<std::string>& LogStream::files() const { return impl_->files; }
+int LogStream::world_size() const { return impl_->world_size; }
+const LogFacts& LogStream::facts() const { return impl_->facts; }
+const Warnings& LogStream::warnings() const { return impl_->warnings; }
+int64_t LogStream::records() const { return impl_->handed; }
+bool LogStream::streaming() const { return impl_->streamed; }
 
 }  // namespace flatline

@@ -20,8 +20,10 @@ struct ReplayOptions {
 };
 
 Diagnosis replay(const LogData& log, const ReplayOptions& o = {});
+// The same over a stream (a run too large to hold: readers/reader.h LogStream).
+Diagnosis replay(LogStream& log, const ReplayOptions& o = {});
 
-// read_log + replay without pacing: the post-hoc diagnosis of a file or directory.
-Diagnosis diagnose_log(const std::string& path, LogFormat format, Warnings* warnings);
+// LogStream + replay without pacing: the post-hoc diagnosis of a file or directory.
+Diagnosis diagnose_log(const std::string& path, const std::string& format, Warnings* warnings);
 
 }  // namespace flatline

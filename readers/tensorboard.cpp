@@ -10,13 +10,15 @@
 // Events that do not parse are skipped with their byte offset. Rank 0.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 
 #include "readers/metric_names.h"
-#include "readers/reader.h"
+#include "readers/registry.h"
 #include "readers/tensorboard.pb.h"
 #include "readers/text_util.h"
 #include "readers/tfrecord.h"
@@ -67,9 +69,7 @@ struct StepAcc {
   double t = INFINITY;
 };
 
-}  // namespace
-
-std::vector<Record> parse_tensorboard_events(std::string_view data, const std::string& name, Warnings* w) {
+std::vector<Record> parse(std::string_view data, const std::string& name, Warnings* w) {
   auto recs = readers::split_tfrecords(data, name, w);
   if (recs.empty() && !data.empty()) throw ReadError(at_byte(name, 0) + ": no readable TFRecord (not an event file?)");
   std::map<int64_t, StepAcc> steps;
@@ -128,5 +128,80 @@ std::vector<Record> parse_tensorboard_events(std::string_view data, const std::s
   }
   return out;
 }
+
+// The first record's length CRC holds: a TFRecord file.
+Sniff sniff(std::string_view head) {
+  if (head.size() < 12) return Sniff::no;
+  uint32_t stored = 0;
+  for (int i = 3; i >= 0; --i) stored = (stored << 8) | static_cast<unsigned char>(head[8 + i]);
+  return readers::mask_crc(readers::crc32c(head.data(), 8)) == stored ? Sniff::sure : Sniff::no;
+}
+
+// "events.out.tfevents.<unix time>.<host>..." -> the creation time (0 when not in that form).
+double created(const std::string& file_name) {
+  const std::string key = "tfevents.";
+  auto p = file_name.find(key);
+  if (p == std::string::npos) return 0;
+  auto v = readers::parse_number(file_name.substr(p + key.size(), file_name.find('.', p + key.size()) - p - key.size()));
+  return v && std::isfinite(*v) ? *v : 0;
+}
+
+// A log dir holds event files directly or in run subdirectories (HF: runs/<date>_<host>/, Lightning:
+// lightning_logs/version_N/), up to 4 levels down. One directory of event files is one run (a
+// restart adds a file: read in creation order). Sibling directories named rank<N> / rank_<N> are the
+// ranks of one run (a SummaryWriter per rank); otherwise the run whose newest file is the latest.
+std::vector<std::string> locate(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::vector<std::string>> by_dir;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it.depth() >= 4) it.disable_recursion_pending();
+    if (!it->is_regular_file(ec)) continue;
+    const std::string n = it->path().filename().string();
+    if (n.find("tfevents") != std::string::npos) by_dir[it->path().parent_path().string()].push_back(it->path().string());
+  }
+  if (by_dir.empty()) return {};
+  auto in_order = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end(), [](const std::string& a, const std::string& b) {
+      const double ca = created(fs::path(a).filename().string()), cb = created(fs::path(b).filename().string());
+      return ca != cb ? ca < cb : a < b;
+    });
+    return v;
+  };
+  bool all_ranks = by_dir.size() > 1;
+  for (const auto& [d, files] : by_dir) all_ranks &= rank_from_path(fs::path(d).filename().string()) >= 0;
+  if (all_ranks) {
+    std::vector<std::string> out;
+    for (const auto& [d, files] : by_dir)
+      for (auto& f : in_order(files)) out.push_back(f);
+    return out;
+  }
+  const std::vector<std::string>* best = nullptr;
+  double best_t = -1;
+  for (const auto& [d, files] : by_dir) {
+    double t = 0;
+    for (const auto& f : files) t = std::max(t, created(fs::path(f).filename().string()));
+    if (!best || t > best_t) best = &files, best_t = t;
+  }
+  return in_order(*best);
+}
+
+ReaderDef def() {
+  ReaderDef d;
+  d.name = "tensorboard";
+  d.summary = "TensorBoard event files (SummaryWriter, tensorboardX, TF, Megatron, Lightning, HF)";
+  d.name_hints = {"*tfevents*"};
+  d.sniff = sniff;
+  d.parse = parse;
+  d.locate = locate;
+  d.priority = 70;
+  return d;
+}
+
+}  // namespace
+
+FLATLINE_REGISTER_READER(def());
 
 }  // namespace flatline

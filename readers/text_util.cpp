@@ -3,7 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <cctype>
+#include <charconv>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -12,6 +18,16 @@ namespace flatline::readers {
 
 std::string at_line(const std::string& name, size_t line) { return fmt::format("{}:{}", name, line); }
 std::string at_byte(const std::string& name, uint64_t off) { return fmt::format("{}: byte {}", name, off); }
+
+bool clean_line(std::string_view& line, const std::string& name, size_t line_no, Warnings* w) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  for (unsigned char c : line)
+    if (c < 0x20 && c != '\t' && c != 0x1b && c != '\r') {  // '\r' inside: a tqdm bar's redraws
+      if (w) w->push_back(fmt::format("{}: binary data ({} bytes), line skipped", at_line(name, line_no), line.size()));
+      return false;
+    }
+  return !trim(line).empty();
+}
 
 void for_each_line(std::string_view data, const std::string& name, Warnings* w,
                    const std::function<void(size_t, std::string_view)>& fn) {
@@ -27,20 +43,54 @@ void for_each_line(std::string_view data, const std::string& name, Warnings* w,
     }
     std::string_view line = data.substr(pos, nl - pos);
     pos = nl + 1;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    bool junk = false;
-    for (unsigned char c : line)
-      if (c < 0x20 && c != '\t' && c != 0x1b) {
-        junk = true;
-        break;
-      }
-    if (junk) {
-      if (w) w->push_back(fmt::format("{}: binary data ({} bytes), line skipped", at_line(name, line_no), line.size()));
-      continue;
-    }
-    if (trim(line).empty()) continue;
+    if (!clean_line(line, name, line_no, w)) continue;
     fn(line_no, line);
   }
+}
+
+std::vector<Record> parse_lines(LineParser& p, std::string_view data, const std::string& name, Warnings* w) {
+  std::vector<Record> out;
+  out.reserve(data.size() / 160 + 16);  // a record per log line of ~100-400 bytes: few reallocations
+  for_each_line(data, name, w, [&](size_t no, std::string_view line) { p.line(no, line, out); });
+  p.finish(out);
+  return out;
+}
+
+std::string_view first_line(std::string_view head) {
+  size_t pos = 0;
+  while (pos < head.size()) {
+    size_t nl = head.find('\n', pos);
+    std::string_view l = head.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    if (!trim(l).empty()) return l;
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  return {};
+}
+
+size_t find(std::string_view s, std::string_view x, size_t from) {
+  if (from > s.size()) return std::string_view::npos;
+  if (x.empty()) return from;
+  const void* p = ::memmem(s.data() + from, s.size() - from, x.data(), x.size());
+  return p ? static_cast<size_t>(static_cast<const char*>(p) - s.data()) : std::string_view::npos;
+}
+
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw ReadError(path + ": cannot open: " + std::strerror(errno));
+  std::string s;
+  char buf[1 << 16];
+  struct stat st;
+  if (::fstat(::fileno(f), &st) == 0 && st.st_size > 0) s.reserve(static_cast<size_t>(st.st_size));
+  for (;;) {
+    const size_t got = std::fread(buf, 1, sizeof buf, f);
+    s.append(buf, got);
+    if (got < sizeof buf) break;
+  }
+  const bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) throw ReadError(path + ": read failed: " + std::strerror(errno));
+  return s;
 }
 
 std::string_view trim(std::string_view s) {
@@ -52,16 +102,34 @@ std::string_view trim(std::string_view s) {
 std::optional<double> parse_number(std::string_view s) {
   s = trim(s);
   if (s.empty() || s.size() > 64) return std::nullopt;
-  std::string t(s);
-  for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (t == "nan" || t == "-nan" || t == "+nan") return std::numeric_limits<double>::quiet_NaN();
-  if (t == "inf" || t == "+inf" || t == "infinity" || t == "+infinity") return std::numeric_limits<double>::infinity();
-  if (t == "-inf" || t == "-infinity") return -std::numeric_limits<double>::infinity();
-  // strtod alone would also take hex floats, "infinity..." and leading spaces: digits only.
-  if (t.find_first_not_of("0123456789+-.e") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size()) return std::nullopt;
+  auto is = [&](std::string_view w) {
+    if (s.size() != w.size()) return false;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(s[i])) != w[i]) return false;
+    return true;
+  };
+  // strtod alone would also take hex floats, "infinity..." and leading spaces: digits only, and
+  // the spellings of nan and inf that JSON writers (Python's, W&B's) use.
+  if (s.find_first_not_of("0123456789+-.eE") != std::string_view::npos) {
+    if (is("nan") || is("-nan") || is("+nan")) return std::numeric_limits<double>::quiet_NaN();
+    if (is("inf") || is("+inf") || is("infinity") || is("+infinity")) return std::numeric_limits<double>::infinity();
+    if (is("-inf") || is("-infinity")) return -std::numeric_limits<double>::infinity();
+    return std::nullopt;
+  }
+  std::string_view t = s;
+  if (t.front() == '+') t.remove_prefix(1);
+  if (t.empty() || t.front() == '+' || t.front() == '-' && t.size() > 1 && t[1] == '+') return std::nullopt;
+  double v = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);  // no allocation, correctly rounded
+  if (r.ec == std::errc::result_out_of_range) {                      // strtod's answer: +-HUGE_VAL or 0
+    char buf[72];
+    std::memcpy(buf, s.data(), s.size());
+    buf[s.size()] = 0;
+    char* end = nullptr;
+    v = std::strtod(buf, &end);
+    return end == buf + s.size() ? std::optional<double>(v) : std::nullopt;
+  }
+  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return std::nullopt;
   return v;
 }
 

@@ -18,11 +18,30 @@ std::string at_byte(const std::string& name, uint64_t off);  // "name: byte off"
 
 // Calls fn(line_no, line) for every complete line ('\n'-terminated; a trailing '\r' is removed).
 // A last line without newline is reported as half-written and not passed on. A line with NUL or
-// other control bytes is reported as binary junk and skipped. Blank lines are skipped.
+// other control bytes (but tab, ESC and '\r': colours and progress bars) is reported as binary junk
+// and skipped. Blank lines are skipped.
 void for_each_line(std::string_view data, const std::string& name, Warnings* w,
                    const std::function<void(size_t, std::string_view)>& fn);
 
+// A whole file through a LineParser (readers/reader.h): for_each_line, then finish().
+std::vector<Record> parse_lines(LineParser& p, std::string_view data, const std::string& name, Warnings* w);
+
+// The first line of `head` that is not blank (without its newline).
+std::string_view first_line(std::string_view head);
+
 std::string_view trim(std::string_view s);
+
+// for_each_line's rule for one complete line (without its '\n'): strips a trailing '\r'; false (and a
+// warning) for binary junk, false for a blank line.
+bool clean_line(std::string_view& line, const std::string& name, size_t line_no, Warnings* w);
+
+// Substring search with glibc's memmem (two-way, far faster than string_view::find on long lines of
+// frequent first characters); npos when absent.
+size_t find(std::string_view s, std::string_view x, size_t from = 0);
+inline bool contains(std::string_view s, std::string_view x) { return find(s, x) != std::string_view::npos; }
+
+// A whole file's bytes; ReadError naming it when it cannot be opened or read.
+std::string read_file(const std::string& path);
 // The whole of `s` (trimmed) as a number; nan/NaN/inf/Infinity/-Infinity accepted. nullopt otherwise.
 std::optional<double> parse_number(std::string_view s);
 // A whole number; also accepts "100.0". nullopt on anything else (or beyond +-9e15).

@@ -9,11 +9,12 @@
 // t = _runtime, else _timestamp relative to its first value. Names are mapped by
 // readers/metric_names.h. Rank 0.
 #include "readers/csv_table.h"
-#include "readers/reader.h"
+#include "readers/registry.h"
 
 namespace flatline {
+namespace {
 
-std::vector<Record> parse_wandb_csv(std::string_view data, const std::string& name, Warnings* w) {
+std::vector<Record> parse(std::string_view data, const std::string& name, Warnings* w) {
   readers::CsvTable t = readers::read_csv(data, name, w);
   readers::TableSpec spec;
   spec.step_columns = {"train/global_step", "trainer/global_step", "global_step", "_step", "Step"};
@@ -27,5 +28,32 @@ std::vector<Record> parse_wandb_csv(std::string_view data, const std::string& na
   };
   return readers::table_to_records(t, spec, name, w);
 }
+
+// W&B's reserved keys name the API export; "Step" with "<run> - <key>" columns the UI panel export.
+Sniff sniff(std::string_view head) {
+  const auto cols = readers::header_columns(head);
+  if (cols.empty()) return Sniff::no;
+  for (const char* wb : {"_step", "_runtime", "_timestamp"})
+    if (readers::has_column(cols, wb)) return Sniff::sure;
+  if (readers::has_column(cols, "Step"))
+    for (const auto& c : cols)
+      if (c.find(" - ") != std::string::npos) return Sniff::likely;
+  return Sniff::maybe;
+}
+
+ReaderDef def() {
+  ReaderDef d;
+  d.name = "wandb";
+  d.summary = "Weights & Biases history exported as CSV (API or UI panel export)";
+  d.name_hints = {"*.csv"};
+  d.sniff = sniff;
+  d.parse = parse;
+  d.priority = 60;
+  return d;
+}
+
+}  // namespace
+
+FLATLINE_REGISTER_READER(def());
 
 }  // namespace flatline

@@ -1,5 +1,5 @@
-// The end of a drill (report/drill.h): the summary (truth, detector evidence, missed signals, score)
-// and the prompt loop that drives a Drill from a stream.
+// The end of a drill (report/drill.h): the summary (truth, detector evidence, missed signals, score, and
+// with --explain the checklist walk) and the prompt loop that drives a Drill from a stream.
 #include <fmt/format.h>
 
 #include <istream>
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "detectors/causes.h"
+#include "report/checklist_walk.h"
 #include "report/drill.h"
 
 namespace flatline {
@@ -26,7 +27,8 @@ std::string line(const char* what, int pts, int of, const std::string& note) {
 
 }  // namespace
 
-std::string Drill::summary() const {
+std::string Drill::summary() {
+  settle();
   const DrillScore& s = score_;
   std::string out = "\n=== drill summary ===\n";
   out += fmt::format("your answer: {}\n", s.answered ? who(s.answer_cause, s.answer_rank) : "(none)");
@@ -37,7 +39,7 @@ std::string Drill::summary() const {
                        f.onset_step);
   }
   out += fmt::format("\nthe run:     {} ({})\n", run_.name, run_.dir);
-  const Diagnosis& d = run_.diagnosis;
+  const Diagnosis& d = run_.diagnosis.get();
   if (d.findings.empty()) {
     out += "the detectors: healthy, no cause found\n";
   } else {
@@ -53,17 +55,26 @@ std::string Drill::summary() const {
                        d.checklist[i].detail);
   out += fmt::format("signals you read: {} ({})\n", join(s.read), s.read.size());
   out += fmt::format("evidence you missed: {}\n", s.missed.empty() ? "none" : join(s.missed));
-  if (!s.answered) return out + "score: 0/100 (no answer given)\n";
-  out += "score:\n";
-  out += line("cause", s.cause_pts, 50,
-              s.cause_right ? (s.rank_right ? "right" : "right cause, wrong rank") : "wrong");
-  out += line("liveness checked first", s.alive_pts, 15,
-              s.alive_first ? "yes" : "no: read `alive` before any model signal");
-  out += line("lr read", s.lr_pts, 10, s.read_lr ? "yes" : "no");
-  out += line("grad norm read", s.grad_pts, 10, s.read_grad ? "yes" : "no");
-  out += line("signals used", s.signals_pts, 10, fmt::format("{} signal(s); up to 4 is full marks", s.read.size()));
-  out += line("time", s.time_pts, 5, fmt::format("{:.0f} s", s.seconds));
-  out += fmt::format("  {:<22} {:>3}/100\n", "total", s.total);
+  out += fmt::format("scored on: liveness checked before the model; lr and grad norm read before the answer{}\n",
+                     s.restarted ? "; the data after the restart (a resumed loader can replay data silently)" : "");
+  if (!s.answered) out += fmt::format("score: 0/{} (no answer given)\n", s.max_total);
+  if (s.answered) {
+    out += "score:\n";
+    out += line("cause", s.cause_pts, 50,
+                s.cause_right ? (s.rank_right ? "right" : "right cause, wrong rank") : "wrong");
+    out += line("liveness checked first", s.alive_pts, 15,
+                s.alive_first ? "yes" : "no: read `alive` before any model signal");
+    out += line("lr read", s.lr_pts, 10, s.read_lr ? "yes" : "no");
+    out += line("grad norm read", s.grad_pts, 10, s.read_grad ? "yes" : "no");
+    if (s.restarted)
+      out += line("data after the restart", s.data_pts, 10,
+                  s.read_data ? "yes" : "no: the job was restarted; read `data` (did the loader resume where it was?)");
+    out += line("signals used", s.signals_pts, 10,
+                fmt::format("{} signal(s); up to 4 is full marks", s.read.size()));
+    out += line("time", s.time_pts, 5, fmt::format("{:.0f} s", s.seconds));
+    out += fmt::format("  {:<22} {:>3}/{}\n", "total", s.total, s.max_total);
+  }
+  if (opt_.explain) out += explain_text(walk_checklist(*run_.summary), d, who(s.truth_cause, s.truth_rank));
   return out;
 }
 
@@ -80,6 +91,7 @@ int run_drill(Drill& d, std::istream& in, std::ostream& out, bool echo) {
     if (echo) out << cmd << "\n";
     out << d.handle(cmd) << std::flush;
   }
+  if (!d.detectors_ready()) out << "(the detectors are still reading the run; the summary follows)\n" << std::flush;
   out << d.summary() << std::flush;
   return d.score().answered && d.score().cause_right && d.score().rank_right ? 0 : 1;
 }

@@ -9,10 +9,9 @@
 #include "telemetry/jsonl.h"
 
 namespace flatline {
-namespace {
 namespace fs = std::filesystem;
 
-std::vector<std::string> jsonl_files(const std::string& dir) {
+std::vector<std::string> telemetry_files(const std::string& dir) {
   std::error_code ec;
   const std::string tdir = fs::is_directory(dir + "/telemetry", ec) ? dir + "/telemetry" : dir;
   std::vector<std::string> files;
@@ -26,9 +25,7 @@ std::vector<std::string> jsonl_files(const std::string& dir) {
   return files;
 }
 
-}  // namespace
-
-bool is_run_dir(const std::string& dir) { return !jsonl_files(dir).empty(); }
+bool is_run_dir(const std::string& dir) { return !telemetry_files(dir).empty(); }
 
 std::vector<std::string> find_run_dirs(const std::string& dir) {
   std::error_code ec;
@@ -61,7 +58,7 @@ RunData load_run(const std::string& dir) {
   d.dir = dir;
   d.name = fs::path(dir).lexically_normal().filename().string();
   if (d.name.empty()) d.name = fs::path(dir).lexically_normal().parent_path().filename().string();
-  const auto files = jsonl_files(dir);
+  const auto files = telemetry_files(dir);
   if (files.empty()) throw std::runtime_error(dir + ": no telemetry (*.jsonl) found");
   for (const auto& f : files) d.ranks.push_back(read_jsonl(f, &d.warnings));
   const std::string mpath = dir + "/manifest.json";

@@ -22,6 +22,10 @@ struct RunData {
   std::vector<std::string> warnings;        // malformed telemetry lines, unreadable manifest
 };
 
+// The telemetry files of a run directory: telemetry/*.jsonl, or *.jsonl directly, in rank order
+// (rank-2 before rank-10).
+std::vector<std::string> telemetry_files(const std::string& dir);
+
 // True when `dir` holds telemetry: telemetry/*.jsonl, or *.jsonl directly.
 bool is_run_dir(const std::string& dir);
 

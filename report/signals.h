@@ -1,6 +1,6 @@
-// Signals: the series and tables a person reads when a loss goes flat, computed from one run's
-// telemetry (docs/DESIGN.md §2, "first signal to read"). Shared by the terminal drill
-// (text plots and tables) and the HTML report (gnuplot SVG), so both show the same numbers.
+// Signals: the series a person reads when a loss goes flat, computed from one recorded run's telemetry
+// held in memory (docs/DESIGN.md §2, "first signal to read"), for the HTML report (gnuplot SVG). The
+// drill reads the same fields from a streamed summary instead (report/drill_views.h).
 // Step-indexed series come from rank 0 (or the lowest rank that has the field); x is the logged step,
 // in record order (a restart makes x go back, as it did in the run).
 #pragma once
@@ -29,12 +29,5 @@ std::vector<Series> step_vs_time(const RunData& run);
 // Logged-step progress per second over time (rank 0), in `bins` equal time bins up to the last record:
 // 0 where the run hung or the logged step stopped moving.
 Series step_rate(const RunData& run, int bins = 60);
-
-// Tables (plain text, fixed-width columns) for the drill and the report.
-std::string liveness_table(const RunData& run);   // per rank: last step, last heartbeat, end, largest gap
-std::string ranks_table(const RunData& run);      // per rank: median local grad norm early/late, zero steps
-std::string data_table(const RunData& run);       // batch fingerprints: distinct, repeats, first repeats
-std::string scale_table(const RunData& run);      // loss scale range, overflows, skipped steps
-std::string eval_table(const RunData& run);       // eval loss per eval step
 
 }  // namespace flatline

@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake ninja-build g++ pkg-config python3 python3-venv
       libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev zlib1g-dev
       googletest libgtest-dev libgmock-dev libbenchmark-dev
-      protobuf-compiler libprotobuf-dev libcsv-dev gnuplot-nox tmux chromium
+      protobuf-compiler libprotobuf-dev libcsv-dev libsimdjson-dev gnuplot-nox tmux chromium
       fortunes dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,15 +1,20 @@
 // JSONL codec for Record. Writing is hand-rolled with fmt for a fixed field order and shortest
-// round-trip doubles; parsing uses nlohmann::json.
+// round-trip doubles (nlohmann only escapes strings); parsing uses simdjson's On-Demand API (Debian
+// libsimdjson-dev 3.0): one parser reused for every line, the fields dispatched in the order the
+// writer puts them, no intermediate DOM.
 #include "telemetry/jsonl.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 namespace flatline {
 
@@ -53,44 +58,6 @@ void put_str(std::string& s, const char* key, const std::string& v) {
                    nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
-using nlohmann::json;
-
-std::optional<double> get_double(const json& j, const char* key, const std::string& file, size_t line) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (it->is_number()) return it->get<double>();
-  if (it->is_string()) {
-    const auto& v = it->get_ref<const std::string&>();
-    if (v == "nan" || v == "NaN") return std::numeric_limits<double>::quiet_NaN();
-    if (v == "inf" || v == "Infinity") return std::numeric_limits<double>::infinity();
-    if (v == "-inf" || v == "-Infinity") return -std::numeric_limits<double>::infinity();
-  }
-  throw ParseError(file, line, fmt::format("field '{}': expected a number, got {}", key, it->dump()));
-}
-std::optional<int64_t> get_int(const json& j, const char* key, const std::string& file, size_t line) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_number_float()) {
-    double d = it->get<double>();
-    if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
-  }
-  throw ParseError(file, line, fmt::format("field '{}': expected an integer, got {}", key, it->dump()));
-}
-std::optional<bool> get_bool(const json& j, const char* key, const std::string& file, size_t line) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (it->is_boolean()) return it->get<bool>();
-  if (it->is_number_integer()) return it->get<int64_t>() != 0;
-  throw ParseError(file, line, fmt::format("field '{}': expected true/false, got {}", key, it->dump()));
-}
-std::string get_str(const json& j, const char* key, const std::string& file, size_t line) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return {};
-  if (it->is_string()) return it->get<std::string>();
-  throw ParseError(file, line, fmt::format("field '{}': expected a string, got {}", key, it->dump()));
-}
-
 }  // namespace
 
 std::string to_json(const Record& r) {
@@ -125,78 +92,387 @@ std::string to_json(const Record& r) {
   return s;
 }
 
-Record parse_record(std::string_view line, const std::string& file, size_t line_no) {
-  json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw ParseError(file, line_no, "not valid JSON");
-  if (!j.is_object()) throw ParseError(file, line_no, "expected a JSON object");
-  Record r;
-  std::string kind = get_str(j, "kind", file, line_no);
-  if (kind == "step") r.kind = RecordKind::step;
-  else if (kind == "heartbeat") r.kind = RecordKind::heartbeat;
-  else if (kind == "event") r.kind = RecordKind::event;
-  else if (kind == "eval") r.kind = RecordKind::eval;
-  else throw ParseError(file, line_no, "field 'kind': expected step|heartbeat|event|eval, got '" + kind + "'");
-  r.rank = static_cast<int>(get_int(j, "rank", file, line_no).value_or(0));
-  r.t = get_double(j, "t", file, line_no).value_or(std::numeric_limits<double>::quiet_NaN());
-  auto step = get_int(j, "step", file, line_no);
-  if (!step) throw ParseError(file, line_no, "missing field 'step'");
-  r.step = *step;
-  r.opt_step = get_int(j, "opt_step", file, line_no);
-  r.loss = get_double(j, "loss", file, line_no);
-  r.loss_avg = get_double(j, "loss_avg", file, line_no);
-  r.lr = get_double(j, "lr", file, line_no);
-  r.grad_norm = get_double(j, "grad_norm", file, line_no);
-  r.local_grad_norm = get_double(j, "local_grad_norm", file, line_no);
-  r.grad_zero_frac = get_double(j, "grad_zero_frac", file, line_no);
-  r.param_norm = get_double(j, "param_norm", file, line_no);
-  r.update_norm = get_double(j, "update_norm", file, line_no);
-  r.loss_scale = get_double(j, "loss_scale", file, line_no);
-  r.overflow = get_bool(j, "overflow", file, line_no);
-  r.skipped = get_bool(j, "skipped", file, line_no);
-  std::string bh = get_str(j, "batch_hash", file, line_no);
-  if (!bh.empty()) {
-    // Digits only: strtoull alone would also take "-1" (as 2^64 - 1), "0x..." and leading spaces.
-    if (bh.size() > 16 || bh.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-      throw ParseError(file, line_no, "field 'batch_hash': expected up to 16 hex digits, got '" + bh + "'");
-    r.batch_hash = std::strtoull(bh.c_str(), nullptr, 16);
+}  // namespace flatline
+
+// --- parsing ----------------------------------------------------------------------------------------
+// simdjson's On-Demand API runs the implementation fixed at compile time (simdjson::builtin): this
+// file is built with the host's AVX2/BMI/PCLMUL/LZCNT when the build host has them (CMakeLists.txt,
+// FLATLINE_JSON_SIMD), else simdjson's portable fallback (same results, slower).
+namespace flatline {
+namespace {
+
+namespace od = simdjson::ondemand;
+namespace sj = ::simdjson;
+
+
+// The fields of a record in the order to_json() writes them (and parse errors are reported in).
+enum Field : int {
+  fKind, fRank, fT, fStep, fOptStep, fLoss, fLossAvg, fLr, fGradNorm, fLocalGradNorm, fGradZeroFrac, fParamNorm,
+  fUpdateNorm, fLossScale, fOverflow, fSkipped, fBatchHash, fEpoch, fSamplesSeen, fStepMs, fCommMs, fParamMismatches,
+  fPhase, fName, fDetail, fEvalLoss, kFields, fUnknown = kFields
+};
+constexpr std::string_view kNames[kFields] = {
+    "kind",       "rank",       "t",          "step",     "opt_step",  "loss",          "loss_avg",
+    "lr",         "grad_norm",  "local_grad_norm", "grad_zero_frac", "param_norm", "update_norm", "loss_scale",
+    "overflow",   "skipped",    "batch_hash", "epoch",    "samples_seen", "step_ms",    "comm_ms",
+    "param_mismatches", "phase", "name",      "detail",     "eval_loss"};
+
+// Lines come from the writer in a fixed order: try where the last key left off first. Keys are
+// compared raw (not unescaped: none of ours has an escape; an escaped spelling is an unknown key).
+Field field_of(od::raw_json_string key, int& next) {
+  if (next < kFields && key.unsafe_is_equal(kNames[next])) return static_cast<Field>(next++);
+  for (int i = 0; i < kFields; ++i)
+    if (key.unsafe_is_equal(kNames[i])) {
+      next = i + 1;
+      return static_cast<Field>(i);
+    }
+  return fUnknown;
+}
+
+// The first error in field order wins (as if the fields were checked one by one in that order).
+struct Errors {
+  int at = 1 << 30;
+  std::string msg;
+  void set(int order, std::string m) {
+    if (order < at) at = order, msg = std::move(m);
   }
-  r.epoch = get_int(j, "epoch", file, line_no);
-  r.samples_seen = get_int(j, "samples_seen", file, line_no);
-  r.step_ms = get_double(j, "step_ms", file, line_no);
-  r.comm_ms = get_double(j, "comm_ms", file, line_no);
-  r.param_mismatches = get_int(j, "param_mismatches", file, line_no);
-  r.phase = get_str(j, "phase", file, line_no);
-  r.name = get_str(j, "name", file, line_no);
-  r.detail = get_str(j, "detail", file, line_no);
-  r.eval_loss = get_double(j, "eval_loss", file, line_no);
+};
+
+// The value's JSON text, for error messages.
+std::string raw(od::value& v) {
+  od::json_type type;
+  std::string_view t;
+  if (!v.type().get(type)) {
+    if (type == od::json_type::object) {
+      od::object o;
+      if (!v.get_object().get(o) && !o.raw_json().get(t)) return std::string(t);
+      return "{...}";
+    }
+    if (type == od::json_type::array) {
+      od::array a;
+      if (!v.get_array().get(a) && !a.raw_json().get(t)) return std::string(t);
+      return "[...]";
+    }
+  }
+  t = v.raw_json_token();
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r' || t.back() == '\n')) t.remove_suffix(1);
+  return std::string(t);
+}
+
+// The value types of a record (telemetry/jsonl.h: inf and nan are written as strings).
+bool as_double(od::value& v, std::optional<double>& out, std::string& why) {
+  double d;
+  if (!v.get_double().get(d)) return out = d, true;  // the common case first
+  od::json_type type;
+  if (v.type().get(type)) return false;
+  if (type == od::json_type::null) return true;
+  if (type == od::json_type::string) {
+    std::string_view s;
+    if (!v.get_string().get(s)) {
+      if (s == "nan" || s == "NaN") return out = std::numeric_limits<double>::quiet_NaN(), true;
+      if (s == "inf" || s == "Infinity") return out = std::numeric_limits<double>::infinity(), true;
+      if (s == "-inf" || s == "-Infinity") return out = -std::numeric_limits<double>::infinity(), true;
+      why = "\"" + std::string(s) + "\"";
+      return false;
+    }
+  }
+  why = raw(v);
+  return false;
+}
+bool as_int(od::value& v, std::optional<int64_t>& out, std::string& why) {
+  int64_t i;
+  if (!v.get_int64().get(i)) return out = i, true;
+  od::json_type type;
+  if (v.type().get(type)) return false;
+  if (type == od::json_type::null) return true;
+  if (type == od::json_type::number) {
+    double d;
+    if (!v.get_double().get(d) && std::floor(d) == d && std::fabs(d) < 9e15) return out = static_cast<int64_t>(d), true;
+  }
+  why = raw(v);
+  return false;
+}
+bool as_bool(od::value& v, std::optional<bool>& out, std::string& why) {
+  od::json_type type;
+  if (v.type().get(type)) return false;
+  if (type == od::json_type::null) return true;
+  if (type == od::json_type::boolean) {
+    bool b;
+    if (!v.get_bool().get(b)) return out = b, true;
+  } else if (type == od::json_type::number) {
+    int64_t i;
+    if (!v.get_int64().get(i)) return out = i != 0, true;
+  }
+  why = raw(v);
+  return false;
+}
+bool as_string(od::value& v, std::string& out, bool& present, std::string& why) {
+  od::json_type type;
+  if (v.type().get(type)) return false;
+  if (type == od::json_type::null) return true;
+  std::string_view s;
+  if (type == od::json_type::string && !v.get_string().get(s)) {
+    out.assign(s.data(), s.size());
+    present = true;
+    return true;
+  }
+  why = raw(v);
+  return false;
+}
+
+uint64_t hex64(std::string_view s) {  // up to 16 hex digits, already checked
+  uint64_t v = 0;
+  for (char c : s) v = (v << 4) | static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+  return v;
+}
+
+// A document that is not an object: valid JSON of another type ("expected a JSON object"), or not JSON.
+bool valid_non_object(od::document& doc) {
+  od::json_type type;
+  if (doc.type().get(type)) return false;
+  bool ok = false;
+  switch (type) {
+    case od::json_type::array: {
+      od::array a;
+      if (doc.get_array().get(a)) return false;
+      ok = true;
+      for (auto el : a) ok &= !el.error();
+      break;
+    }
+    case od::json_type::number: { double d; ok = !doc.get_double().get(d); break; }
+    case od::json_type::string: { std::string_view v; ok = !doc.get_string().get(v); break; }
+    case od::json_type::boolean: { bool b; ok = !doc.get_bool().get(b); break; }
+    case od::json_type::null: { bool n = false; ok = !doc.is_null().get(n) && n; break; }
+    default: return false;
+  }
+  const char* rest = nullptr;
+  return ok && doc.current_location().get(rest) != sj::SUCCESS;
+}
+
+// One parser per thread, reused for every line (its buffers grow to the longest line and stay).
+struct LineCodec {
+  od::parser parser;
+  
+  // Parses `json` (inside a buffer with SIMDJSON_PADDING readable bytes after its end) into r.
+  // Returns "" or the error message (without file:line).
+  std::string parse(sj::padded_string_view json, Record& r) {
+    od::document doc;
+    if (parser.iterate(json).get(doc)) return "not valid JSON";
+    od::object obj;
+    if (doc.get_object().get(obj)) return valid_non_object(doc) ? "expected a JSON object" : "not valid JSON";
+    Errors err;
+    std::string kind, why, bh;
+    bool has_kind = false, has_bh = false;
+    std::optional<int64_t> rank, step;
+    std::optional<double> t;
+    int next = 0;
+    for (auto fr : obj) {
+      if (fr.error()) return "not valid JSON";
+      od::field& f = fr.value_unsafe();  // a reference, as for the value below
+      const Field id = field_of(f.key(), next);
+      if (id == fUnknown) continue;  // newer writers may add fields; skipped unread
+      od::value& v = f.value();  // a reference: copying a value costs a store-forwarding stall
+      bool ok = true;
+      const int order = 2 * id;
+      switch (id) {
+        case fKind: ok = as_string(v, kind, has_kind, why); break;
+        case fRank: ok = as_int(v, rank, why); break;
+        case fT: ok = as_double(v, t, why); break;
+        case fStep: ok = as_int(v, step, why); break;
+        case fOptStep: ok = as_int(v, r.opt_step, why); break;
+        case fLoss: ok = as_double(v, r.loss, why); break;
+        case fLossAvg: ok = as_double(v, r.loss_avg, why); break;
+        case fLr: ok = as_double(v, r.lr, why); break;
+        case fGradNorm: ok = as_double(v, r.grad_norm, why); break;
+        case fLocalGradNorm: ok = as_double(v, r.local_grad_norm, why); break;
+        case fGradZeroFrac: ok = as_double(v, r.grad_zero_frac, why); break;
+        case fParamNorm: ok = as_double(v, r.param_norm, why); break;
+        case fUpdateNorm: ok = as_double(v, r.update_norm, why); break;
+        case fLossScale: ok = as_double(v, r.loss_scale, why); break;
+        case fOverflow: ok = as_bool(v, r.overflow, why); break;
+        case fSkipped: ok = as_bool(v, r.skipped, why); break;
+        case fBatchHash: ok = as_string(v, bh, has_bh, why); break;
+        case fEpoch: ok = as_int(v, r.epoch, why); break;
+        case fSamplesSeen: ok = as_int(v, r.samples_seen, why); break;
+        case fStepMs: ok = as_double(v, r.step_ms, why); break;
+        case fCommMs: ok = as_double(v, r.comm_ms, why); break;
+        case fParamMismatches: ok = as_int(v, r.param_mismatches, why); break;
+        case fPhase: { bool p = false; ok = as_string(v, r.phase, p, why); break; }
+        case fName: { bool p = false; ok = as_string(v, r.name, p, why); break; }
+        case fDetail: { bool p = false; ok = as_string(v, r.detail, p, why); break; }
+        case fEvalLoss: ok = as_double(v, r.eval_loss, why); break;
+        default: break;
+      }
+      if (!ok) {
+        if (why.empty()) return "not valid JSON";  // the value itself did not parse
+        const char* expected = id == fKind || id == fBatchHash || id == fPhase || id == fName || id == fDetail
+                                   ? "a string"
+                               : id == fOverflow || id == fSkipped                                    ? "true/false"
+                               : id == fRank || id == fStep || id == fOptStep || id == fEpoch || id == fSamplesSeen ||
+                                         id == fParamMismatches
+                                   ? "an integer"
+                                   : "a number";
+        err.set(order, fmt::format("field '{}': expected {}, got {}", kNames[id], expected, why));
+        why.clear();
+      }
+    }
+    const char* rest = nullptr;
+    if (!doc.current_location().get(rest)) return "not valid JSON";  // trailing content after the object
+    if (kind == "step") r.kind = RecordKind::step;
+    else if (kind == "heartbeat") r.kind = RecordKind::heartbeat;
+    else if (kind == "event") r.kind = RecordKind::event;
+    else if (kind == "eval") r.kind = RecordKind::eval;
+    else err.set(2 * fKind + 1, "field 'kind': expected step|heartbeat|event|eval, got '" + kind + "'");
+    if (!step) err.set(2 * fStep + 1, "missing field 'step'");
+    if (has_bh) {
+      // Digits only: strtoull alone would also take "-1" (as 2^64 - 1), "0x..." and leading spaces.
+      if (bh.size() > 16 || bh.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+        err.set(2 * fBatchHash + 1, "field 'batch_hash': expected up to 16 hex digits, got '" + bh + "'");
+      else if (!bh.empty())
+        r.batch_hash = hex64(bh);
+    }
+    if (!err.msg.empty()) return err.msg;
+    r.rank = static_cast<int>(rank.value_or(0));
+    r.t = t.value_or(std::numeric_limits<double>::quiet_NaN());
+    r.step = *step;
+    return {};
+  }
+};
+
+// One parser per thread, reused for every line (its buffers grow to the longest line and stay).
+inline std::string parse_line(sj::padded_string_view json, Record& r) {
+  thread_local LineCodec c;
+  return c.parse(json, r);
+}
+
+
+bool binary_junk(std::string_view line) {
+  for (unsigned char c : line)
+    if (c < 0x20 && c != '\t' && c != 0x1b && c != '\r') return true;
+  return false;
+}
+
+}  // namespace
+
+Record parse_record(std::string_view line, const std::string& file, size_t line_no) {
+  thread_local simdjson::padded_string copy;  // a padded buffer for lines that are not inside one
+  if (copy.size() < line.size()) copy = simdjson::padded_string(line.size() * 2 + 64);
+  std::memcpy(copy.data(), line.data(), line.size());
+  Record r;
+  std::string e = parse_line(simdjson::padded_string_view(copy.data(), line.size(), copy.size() + simdjson::SIMDJSON_PADDING), r);
+  if (!e.empty()) throw ParseError(file, line_no, e);
   return r;
+}
+
+namespace {
+
+// The complete lines of base[0, n) (a buffer with `cap` >= n + SIMDJSON_PADDING readable bytes),
+// appended to `out`; returns the bytes consumed and adds the lines consumed to *lines.
+size_t parse_padded(const char* base, size_t n, size_t cap, const std::string& file, size_t first_line, bool final,
+                    std::vector<Record>& out, std::vector<std::string>* warnings, size_t* lines) {
+  // Room for every record: the line count estimated from the first 64 KiB (counting them all would
+  // be one more pass over the input).
+  const size_t sample = std::min<size_t>(n, 1 << 16);
+  size_t sample_lines = 1;
+  for (const char* p = base; (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(base + sample - p))));
+       ++p)
+    ++sample_lines;
+  out.reserve(out.size() + static_cast<size_t>(static_cast<double>(n) / static_cast<double>(sample + 1) * sample_lines * 1.05) + 16);
+  size_t pos = 0, line_no = first_line - 1;
+  while (pos < n) {
+    const char* nl = static_cast<const char*>(std::memchr(base + pos, '\n', n - pos));
+    if (!nl) {
+      if (final && warnings)
+        warnings->push_back(
+            fmt::format("{}:{}: last line has no newline (half-written?), {} bytes ignored", file, line_no + 1, n - pos));
+      break;
+    }
+    ++line_no;
+    const size_t len = static_cast<size_t>(nl - (base + pos));
+    std::string_view line(base + pos, len);
+    const size_t start = pos;
+    pos += len + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    Record& r = out.emplace_back();
+    std::string e = parse_line(simdjson::padded_string_view(base + start, len, cap - start), r);
+    if (!e.empty()) {
+      out.pop_back();
+      if (warnings) {
+        if (binary_junk(line)) warnings->push_back(fmt::format("{}:{}: binary data ({} bytes), line skipped", file, line_no, len));
+        else warnings->push_back(fmt::format("{}:{}: {}", file, line_no, e));
+      }
+    }
+  }
+  *lines += line_no - (first_line - 1);
+  return pos;
+}
+
+}  // namespace
+
+size_t parse_jsonl_chunk(std::string_view data, const std::string& file, size_t first_line, bool final,
+                         std::vector<Record>& out, std::vector<std::string>* warnings) {
+  // The input in a padded buffer (simdjson reads up to SIMDJSON_PADDING bytes past a line): one per
+  // thread, kept at the largest size seen, so reading many files does not fault in fresh pages.
+  thread_local std::vector<char> buf;
+  if (buf.size() < data.size() + simdjson::SIMDJSON_PADDING) buf.resize(data.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(buf.data(), data.data(), data.size());
+  std::memset(buf.data() + data.size(), 0, simdjson::SIMDJSON_PADDING);
+  size_t lines = 0;
+  return parse_padded(buf.data(), data.size(), buf.size(), file, first_line, final, out, warnings, &lines);
+}
+
+std::vector<Record> parse_jsonl(std::string_view data, const std::string& file, std::vector<std::string>* warnings) {
+  std::vector<Record> out;
+  parse_jsonl_chunk(data, file, 1, true, out, warnings);
+  return out;
+}
+
+JsonlReader::JsonlReader(std::string path, size_t chunk) : path_(std::move(path)), chunk_(std::max<size_t>(chunk, 4096)) {
+  f_ = std::fopen(path_.c_str(), "rb");
+  if (!f_) throw std::runtime_error(path_ + ": cannot open: " + std::strerror(errno));
+}
+JsonlReader::~JsonlReader() {
+  if (f_) std::fclose(f_);
+}
+
+bool JsonlReader::next(std::vector<Record>& out, std::vector<std::string>* warnings) {
+  out.clear();
+  // buf_ holds [0, have_) read and not yet parsed (a partial last line), then room for a chunk and
+  // the padding simdjson reads past a line: parsed in place, no copy.
+  while (out.empty()) {
+    if (eof_ && have_ == 0) return false;
+    if (!eof_) {
+      // One allocation of chunk + a line's slack, read into as far as it goes (the partial line kept
+      // from the last read shortens the next one); it grows only for a line longer than the chunk.
+      const size_t pad = simdjson::SIMDJSON_PADDING;
+      if (buf_.empty()) buf_.resize(chunk_ + chunk_ / 4 + pad);
+      if (buf_.size() < have_ + chunk_ / 2 + pad) buf_.resize(have_ + chunk_ + pad);
+      const size_t want = buf_.size() - have_ - pad;
+      const size_t got = std::fread(buf_.data() + have_, 1, want, f_);
+      have_ += got;
+      if (got < want) eof_ = true;
+    }
+    std::memset(buf_.data() + have_, 0, simdjson::SIMDJSON_PADDING);
+    size_t lines = 0;
+    const size_t used = parse_padded(buf_.data(), have_, buf_.size(), path_, line_, eof_, out, warnings, &lines);
+    line_ += lines;
+    const size_t left = eof_ ? 0 : have_ - used;
+    std::memmove(buf_.data(), buf_.data() + used, left);
+    have_ = left;
+  }
+  return true;
 }
 
 std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<Record> out;
-  size_t pos = 0, line_no = 0;
-  while (pos < content.size()) {
-    size_t nl = content.find('\n', pos);
-    ++line_no;
-    if (nl == std::string::npos) {
-      if (warnings)
-        warnings->push_back(fmt::format("{}:{}: last line has no newline (half-written?), {} bytes ignored",
-                                        path, line_no, content.size() - pos));
-      break;
-    }
-    std::string_view line(content.data() + pos, nl - pos);
-    pos = nl + 1;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    try {
-      out.push_back(parse_record(line, path, line_no));
-    } catch (const ParseError& e) {
-      if (warnings) warnings->push_back(e.what());
-    }
-  }
-  return out;
+  std::string content;
+  in.seekg(0, std::ios::end);
+  content.resize(static_cast<size_t>(std::max<std::streamoff>(0, in.tellg())));
+  in.seekg(0);
+  in.read(content.data(), static_cast<std::streamsize>(content.size()));
+  content.resize(static_cast<size_t>(in.gcount()));
+  return parse_jsonl(content, path, warnings);
 }
 
 JsonlTail::JsonlTail(std::string path) : path_(std::move(path)) {}

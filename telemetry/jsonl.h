@@ -33,8 +33,40 @@ std::string to_json(const Record& r);
 // of the wrong type. Unknown fields are ignored (newer writers may add some).
 Record parse_record(std::string_view line, const std::string& file, size_t line_no);
 
-// Reads a whole JSONL file. Malformed lines are skipped and reported in `warnings`
-// ("file:line: reason"); a half-written last line (no trailing newline) is reported, not parsed.
+// Parses a whole JSONL buffer (`file` names it in messages). Malformed lines are skipped and reported
+// in `warnings` ("file:line: reason"; a line with control bytes: "binary data (N bytes), line
+// skipped"); blank lines are skipped; a half-written last line (no trailing newline) is reported,
+// not parsed. Unknown fields are skipped unread (their syntax is not checked beyond nesting).
+std::vector<Record> parse_jsonl(std::string_view data, const std::string& file, std::vector<std::string>* warnings);
+
+// The complete lines of `data` (line numbers from first_line), appended to `out`; returns the bytes
+// consumed (up to the last newline). final: `data` ends the file, a last line without newline is
+// reported as half-written.
+size_t parse_jsonl_chunk(std::string_view data, const std::string& file, size_t first_line, bool final,
+                         std::vector<Record>& out, std::vector<std::string>* warnings);
+
+// Reads a JSONL file `chunk` bytes at a time (a run too large to hold: streaming diagnosis).
+class JsonlReader {
+ public:
+  JsonlReader(std::string path, size_t chunk);  // throws std::runtime_error naming the file
+  ~JsonlReader();
+  JsonlReader(const JsonlReader&) = delete;
+  JsonlReader& operator=(const JsonlReader&) = delete;
+  // Replaces `out` with the next records (at least one unless the file has ended: then false).
+  bool next(std::vector<Record>& out, std::vector<std::string>* warnings);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  size_t chunk_;
+  std::FILE* f_ = nullptr;
+  std::vector<char> buf_;  // bytes read and not yet parsed (a partial last line), then room to read
+  size_t have_ = 0;        // bytes of buf_ in use
+  size_t line_ = 1;        // line number of buf_'s first line
+  bool eof_ = false;
+};
+
+// Reads a whole JSONL file (parse_jsonl); throws std::runtime_error naming it when it cannot be opened.
 std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings);
 
 // Follows a file that another process is appending to: each poll() returns the complete lines written

@@ -19,7 +19,7 @@ Spec overflow_streak() {
 
 // --- 1. warm-up ----------------------------------------------------------------------------------
 TEST(LossScaleCollapseDetector, SilentDuringInitialScaleSearch) {
-  for (int n : {3, 10, 16}) {  // 16 halvings: 65536 -> 1, still >= 1
+  for (int n : {3, 10, 12}) {  // 12 halvings: 65536 -> 16, still far above the floor (1)
     Spec sp;
     sp.fp16 = true;
     sp.initial_overflows = n;
@@ -123,19 +123,33 @@ TEST(LossScaleCollapseDetector, FiresOnScaleClampedLow) {
   auto f = run_finding(kCause, sp);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->onset_step, 150);
-  EXPECT_EQ(f->detected_step, 151);
+  // Issue 15: the fall without an overflow is the clamp itself (was detected at 151, by the underflow).
+  EXPECT_EQ(f->detected_step, 150);
+  EXPECT_EQ(f->evidence[0], "loss scale 65536 -> 0.0039 at step 150 with no overflow: the scaler is clamped, 98% of grads zero");
+}
+
+// Issue 15: the initial-search exemption holds only while the scale is far above its floor. A search
+// of 16 halvings (65536 -> 1) was silent before; it fires once the scale is below 16.
+TEST(LossScaleCollapseDetector, InitialSearchDownToTheFloorIsNotExempt) {
+  Spec sp;
+  sp.fp16 = true;
+  sp.initial_overflows = 16;
+  auto f = run_finding(kCause, sp);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 1);
+  EXPECT_EQ(f->detected_step, 14);
   EXPECT_EQ(f->evidence[0],
-            "loss scale 65536 -> 0.0039 since step 150; gradients underflow, 98% of grads zero, grad_norm 0");
+            "loss scale 65536 -> 8 over steps 1..14, 14 steps skipped (initial scale search down to its floor)");
 }
 
 TEST(LossScaleCollapseDetector, FiresOnInitialSearchThatNeverEnds) {
   Spec sp;
   sp.fp16 = true;
-  sp.initial_overflows = 1000;  // every step overflows: the scale reaches 0.5 at step 18
+  sp.initial_overflows = 1000;  // every step overflows: the scale is below 16 (its floor x 16) at step 14
   auto f = run_finding(kCause, sp);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->onset_step, 1);
-  EXPECT_EQ(f->detected_step, 18);
+  EXPECT_EQ(f->detected_step, 14);  // issue 15 (was 18: the exemption held down to a scale of 1)
 
   sp.init_scale = std::ldexp(1.0, 40);  // a huge initial scale: still >= 1 after 30 halvings
   f = run_finding(kCause, sp);
@@ -166,6 +180,114 @@ TEST(LossScaleCollapseDetector, OddDataDoesNotThrow) {
   }
   EXPECT_NO_THROW(d->check());
 }
+
+
+// --- issue 15: the scaler's floor, its error, a clamp, rising zeros, a fall without flags ---------
+namespace issue15 {
+
+Record step(int64_t s, double scale, std::optional<bool> overflow, std::optional<double> zeros = std::nullopt) {
+  Record r;
+  r.step = s;
+  r.t = static_cast<double>(s);
+  r.loss = 2.5;
+  r.lr = 1e-3;
+  r.loss_scale = scale;
+  r.overflow = overflow;
+  if (overflow) r.skipped = *overflow;
+  r.grad_zero_frac = zeros;
+  if (!overflow.value_or(false)) r.grad_norm = 1.0;
+  return r;
+}
+
+std::optional<Finding> run(const std::vector<Record>& recs) { return run_detector(kCause, recs, 1)->finding(); }
+
+TEST(LossScaleCollapseDetector, OverflowsAtTheFloorFireEvenInTheInitialSearch) {
+  // DeepSpeed "Attempted loss scale: 1, reducing to 1" from the very first step.
+  std::vector<Record> v;
+  for (int64_t s = 1; s <= 5; ++s) v.push_back(step(s, 1, true));
+  auto f = run(v);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 1);
+  EXPECT_EQ(f->detected_step, 1);  // a search that starts at the floor is over at once
+  EXPECT_EQ(f->evidence[0], "loss scale 1 -> 1 over steps 1..1, 1 steps skipped (initial scale search down to its floor)");
+  // A configured minimum above 1 ("reducing to" the same value), after healthy steps.
+  v.clear();
+  for (int64_t s = 1; s <= 50; ++s) v.push_back(step(s, 1024, false));
+  for (int64_t s = 51; s <= 55; ++s) v.push_back(step(s, 128, true));
+  f = run(v);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->detected_step, 53);
+}
+
+TEST(LossScaleCollapseDetector, HysteresisAndBf16AreNotAFloor) {
+  std::vector<Record> v;
+  for (int64_t s = 1; s <= 50; ++s) v.push_back(step(s, 65536, false));
+  v.push_back(step(51, 65536, true));  // hysteresis: the scale kept once
+  v.push_back(step(52, 65536, true));  // then halved
+  for (int64_t s = 53; s <= 100; ++s) v.push_back(step(s, 32768, false));
+  EXPECT_FALSE(run(v));
+  v.clear();
+  for (int64_t s = 1; s <= 200; ++s) v.push_back(step(s, 1, false));  // bf16: "loss scale: 1.0", never an overflow
+  EXPECT_FALSE(run(v));
+}
+
+TEST(LossScaleCollapseDetector, MinimumScaleErrorFires) {
+  std::vector<Record> v;
+  for (int64_t s = 1; s <= 20; ++s) v.push_back(step(s, 4, false));
+  Record e;
+  e.kind = RecordKind::event;
+  e.step = 20;
+  e.name = "error";
+  e.detail = "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.";
+  v.push_back(e);
+  auto f = run(v);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->detected_step, 20);
+  EXPECT_EQ(f->confidence, 0.95);
+}
+
+TEST(LossScaleCollapseDetector, RisingZerosBelowOneWithoutOverflowFlags) {
+  // TensorBoard: only the scale and the zero fraction. Forced from 65536 to 2^-16 at step 50; a third
+  // of the gradient elements underflow (tb-gradscaler-clamped, a real GradScaler run).
+  std::vector<Record> v;
+  for (int64_t s = 1; s <= 49; ++s) v.push_back(step(s, 65536, std::nullopt, 0.0));
+  for (int64_t s = 50; s <= 80; ++s) v.push_back(step(s, std::ldexp(1.0, -16), std::nullopt, 0.33));
+  auto f = run(v);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 50);
+  EXPECT_EQ(f->detected_step, 51);
+  EXPECT_EQ(f->evidence[0],
+            "loss scale 1.5e-05 since step 50; exactly-zero gradients rose from 0.0% to 33.0%: they underflow in fp16");
+  // Zeros that were there before the scale fell are not a rise.
+  for (auto& r : v) r.grad_zero_frac = 0.33;
+  EXPECT_FALSE(run(v));
+}
+
+TEST(LossScaleCollapseDetector, AFallBelowOneOnEveryRecordWithoutFlags) {
+  // GradScaler halving on every step from step 50 (an inf in the forward), logged every 2nd step.
+  std::vector<Record> v;
+  double scale = 65536;
+  for (int64_t s = 2; s <= 120; s += 2) {
+    if (s > 50) scale /= 4;
+    v.push_back(step(s, scale, std::nullopt));
+  }
+  auto f = run(v);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 50);
+  EXPECT_EQ(f->detected_step, 70);  // 0.25 at 68, 0.0625 at 70: two falls below 1
+  EXPECT_EQ(f->evidence[0],
+            "loss scale 65536 -> 0.062 over steps 50..70, falling on every record: overflow after overflow (the log has "
+            "no overflow flags)");
+}
+
+TEST(LossScaleCollapseDetector, ARestartIsNotAFall) {
+  std::vector<Record> v;
+  for (int64_t s = 1; s <= 100; ++s) v.push_back(step(s, s > 60 ? 131072 : 65536, false));
+  for (int64_t s = 51; s <= 100; ++s) v.push_back(step(s, 65536, false));  // resumed from a checkpoint at 50
+  EXPECT_FALSE(run(v));
+}
+
+}  // namespace issue15
 
 }  // namespace
 }  // namespace flatline::testing

@@ -3,6 +3,8 @@
 // missing fields say what to log; to_text / to_json carry it all.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "detectors/triage.h"
@@ -187,6 +189,91 @@ TEST(Triage, TextAndJson) {
   EXPECT_NE(to_text(healthy).find("diagnosis: healthy (no cause found)"), std::string::npos);
   EXPECT_TRUE(nlohmann::json::parse(to_json(healthy))["detected_t"].is_null());
 }
+
+// --- issue 15: unexplained_plateau --------------------------------------------------------------
+namespace unexplained {
+
+// One rank's step records: lr 1e-3, grad norm 1, loss from `loss(step)`; update_norm from `update`.
+Diagnosis run(int64_t steps, const std::function<double(int64_t)>& loss,
+              const std::function<std::optional<double>(int64_t)>& update = {}) {
+  Triage t;
+  for (int64_t s = 1; s <= steps; ++s) {
+    Record r;
+    r.step = s;
+    r.loss = loss(s);
+    r.lr = 1e-3;
+    r.grad_norm = 1.0;
+    r.param_norm = 30.0 + 0.001 * static_cast<double>(s);
+    if (update) r.update_norm = update(s);
+    t.observe(r);
+  }
+  t.finish(0);
+  return t.diagnosis();
+}
+double noise(int64_t s) { return 0.004 * std::sin(1.7 * static_cast<double>(s)) * std::cos(0.37 * static_cast<double>(s)); }
+
+TEST(Triage, AFlatLossThatNeverDescendedIsUnexplainedWithLnK) {
+  Diagnosis d = run(100, [](int64_t s) { return std::log(4.0) + noise(s); });
+  EXPECT_EQ(d.cause, "unexplained_plateau") << to_text(d);
+  EXPECT_EQ(d.onset_step, 1);
+  EXPECT_EQ(d.detected_step, 40);
+  ASSERT_GE(d.evidence.size(), 3u);
+  EXPECT_EQ(d.evidence[0].substr(0, 32), "the loss never descended: loss 1");
+  EXPECT_EQ(d.evidence[1].substr(0, 39), "loss 1.3863 = ln 4 (1.3863): the model ");
+  EXPECT_EQ(d.evidence.back(),
+            "could not check: run_not_alive (missing heartbeats and t: log a wall-clock heartbeat from a watchdog "
+            "thread); data_replay (missing batch_hash: log a hash of each batch's sample ids); zero_grad_rank "
+            "(missing local_grad_norm: log each rank's grad norm before the all-reduce)");
+  EXPECT_NE(to_text(d).find("diagnosis: unexplained_plateau"), std::string::npos);
+  EXPECT_TRUE(d.plateau.never_descended);
+  // A level that is no ln K says nothing about classes.
+  d = run(100, [](int64_t s) { return 1.5 + noise(s); });
+  EXPECT_EQ(d.cause, "unexplained_plateau");
+  EXPECT_EQ(d.evidence[1].substr(0, 16), "could not check:");
+}
+
+TEST(Triage, ADescentThenAFlatLossStaysHealthy) {
+  Diagnosis d = run(300, [](int64_t s) { return 2.0 + 3.0 * std::exp(-static_cast<double>(s) / 20.0) + noise(s); });
+  EXPECT_TRUE(d.plateau.flat) << d.plateau.detail;
+  EXPECT_FALSE(d.plateau.never_descended);
+  EXPECT_EQ(d.cause, "healthy") << to_text(d);
+  // Converged at ln 4 after descending: flat at the prior, but it descended to get there: healthy.
+  d = run(300, [](int64_t s) { return std::log(4.0) + 2.0 * std::exp(-static_cast<double>(s) / 20.0) + noise(s); });
+  EXPECT_EQ(d.cause, "healthy") << to_text(d);
+}
+
+TEST(Triage, ParametersThatDoNotMoveAreUnexplained) {
+  // The loss even descends a little (noise, data order): the update norm says nothing is trained.
+  Diagnosis d = run(60, [](int64_t s) { return 2.0 + noise(s); }, [](int64_t s) -> std::optional<double> {
+    return s >= 11 ? 0.0 : 0.01;
+  });
+  EXPECT_EQ(d.cause, "unexplained_plateau") << to_text(d);
+  EXPECT_EQ(d.onset_step, 11);
+  EXPECT_EQ(d.detected_step, 13);
+  EXPECT_EQ(d.evidence[0].substr(0, 85),
+            "update norm 0 on 3 applied steps since step 11 while lr = 1.0e-03 and grad norm = 1, ");
+  // Moving parameters: no verdict from that.
+  d = run(60, [](int64_t s) { return 2.0 + 3.0 * std::exp(-static_cast<double>(s) / 10.0) + noise(s); },
+          [](int64_t) -> std::optional<double> { return 0.01; });
+  EXPECT_EQ(d.cause, "healthy");
+}
+
+TEST(Triage, AChecklistCauseExplainsTheFlatLoss) {
+  // lr at 0 from the start: lr_zero names it, not unexplained_plateau.
+  Triage t;
+  for (int64_t s = 1; s <= 100; ++s) {
+    Record r;
+    r.step = s;
+    r.loss = 2.0 + noise(s);
+    r.lr = 0.0;
+    r.grad_norm = 1.0;
+    t.observe(r);
+  }
+  t.finish(0);
+  EXPECT_EQ(t.diagnosis().cause, "lr_zero");
+}
+
+}  // namespace unexplained
 
 }  // namespace
 }  // namespace flatline::testing

@@ -3,6 +3,8 @@
 // `flatline diagnose --json` gives the diagnosis.json the live run wrote.
 #include <gtest/gtest.h>
 
+#include "tests/e2e/sh.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,14 +14,7 @@
 namespace {
 namespace fs = std::filesystem;
 
-std::string sh(const std::string& args, int* status) {
-  FILE* p = popen((std::string(FLATLINE_BIN) + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  *status = WEXITSTATUS(pclose(p));
-  return out;
-}
+using flatline::e2e::sh;
 
 TEST(EndToEndReplay, ReplayOfALiveRunGivesItsDiagnosis) {
   auto d = fs::temp_directory_path() / ("flatline-e2e-replay-" + std::to_string(std::random_device{}() % 1000000));

@@ -112,6 +112,7 @@ TEST(Scenario, Defaults) {
   EXPECT_EQ(s.heartbeat_s, 0.5);
   EXPECT_EQ(s.collective_timeout_s, 30);
   EXPECT_EQ(s.log_every, 1);
+  EXPECT_FALSE(s.fleet_only);
   EXPECT_TRUE(s.faults.empty());
   EXPECT_EQ(s.expect.cause, "healthy");
   EXPECT_EQ(s.expect.within_steps, 5);
@@ -273,7 +274,7 @@ TEST(Scenario, MissingExpect) {
 TEST(Scenario, OtherValueErrors) {
   EXPECT_EQ(load_error("name: x\nexpect: {cause: lr_zero_typo}\n"),
             "t.yaml:2:17: 'cause': expected data_replay | healthy | loss_scale_collapse | lr_zero | run_not_alive | "
-            "straggler | zero_grad_rank, got 'lr_zero_typo'");
+            "straggler | unexplained_plateau | zero_grad_rank, got 'lr_zero_typo'");
   EXPECT_EQ(load_error("name: x\nsteps: 0\nexpect: {cause: healthy}\n"), "t.yaml:2:8: 'steps' must be >= 1, got 0");
   EXPECT_EQ(load_error("name: x\noptimizer: {kind: adamw, betas: [0.9, 1.0]}\nexpect: {cause: healthy}\n"),
             "t.yaml:2:39: 'betas[1]' must be in [0, 1), got 1");
@@ -337,6 +338,7 @@ void expect_equal(const Scenario& a, const Scenario& b) {
   EXPECT_EQ(a.heartbeat_s, b.heartbeat_s);
   EXPECT_EQ(a.collective_timeout_s, b.collective_timeout_s);
   EXPECT_EQ(a.log_every, b.log_every);
+  EXPECT_EQ(a.fleet_only, b.fleet_only);
   ASSERT_EQ(a.faults.size(), b.faults.size());
   for (size_t i = 0; i < a.faults.size(); ++i) {
     const FaultSpec &x = a.faults[i], &y = b.faults[i];
@@ -383,6 +385,7 @@ eval: {every: 50, batches: 2}
 heartbeat_s: 0.25
 collective_timeout_s: 12.5
 log_every: 5
+fleet_only: true
 faults:
   - kind: zero_grad_rank
     range: {start: 100, end: 300, every: 10}
@@ -404,6 +407,7 @@ expect: {cause: zero_grad_rank, rank: 3, within_steps: 20}
   EXPECT_EQ(b.seed, 18446744073709551615u);
   EXPECT_EQ(b.optimizer.momentum, 0.9);
   EXPECT_EQ(b.log_every, 5);
+  EXPECT_TRUE(b.fleet_only);
   EXPECT_EQ(b.faults[0].probability, 0.25);
   EXPECT_EQ(b.faults[1].params.at("timeout_s"), 45.0);
 }

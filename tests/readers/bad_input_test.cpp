@@ -51,9 +51,9 @@ TEST(BadInput, BinaryJunkFileIsAnUnknownFormat) {
     FAIL();
   } catch (const ReadError& e) {
     EXPECT_EQ(std::string(e.what()),
-              p + ": unknown log format (force one with --format flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard)");
+              p + ": unknown log format (force one with --format flatline|hf|megatron|deepspeed|lightning|wandb|wandb-run|tensorboard|console)");
   }
-  EXPECT_THROW(read_log(p, LogFormat::megatron), ReadError);  // forced: no iteration lines
+  EXPECT_THROW(read_log(p, "megatron"), ReadError);  // forced: no iteration lines
 }
 
 TEST(BadInput, JsonlHalfWrittenLastLineAndGarbage) {
@@ -187,7 +187,7 @@ TEST(BadInput, DeepSpeedUnreadableNumbers) {
 
 TEST(BadInput, DeepSpeedCorruptCounterIsBounded) {
   Warnings w;
-  auto recs = parse_deepspeed_log("step=10, skipped=0, lr=[0.1]\nstep=9000000000000000, skipped=8000000000000000, lr=[0.1]\n",
+  auto recs = parser_for("deepspeed")("step=10, skipped=0, lr=[0.1]\nstep=9000000000000000, skipped=8000000000000000, lr=[0.1]\n",
                                   "ds", &w);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0], "ds:2: skipped= rose by 8000000000000000; only 100000 skipped steps rebuilt");
@@ -200,7 +200,7 @@ TEST(BadInput, UnknownFormatNameIsRejected) {
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown log format 'csv' (expected auto|flatline|hf|megatron|deepspeed|lightning|wandb|tensorboard)");
+              "unknown log format 'csv' (expected auto|flatline|hf|megatron|deepspeed|lightning|wandb|wandb-run|tensorboard|console)");
   }
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 struct Case {
   std::string path;
-  LogFormat format;
+  std::string format;
   std::string cause;
   int64_t onset, detected;
   int64_t records;
@@ -40,27 +40,27 @@ TEST_P(Fixture, AutoDetectedAndDiagnosed) {
 }
 
 const Case kCases[] = {
-    {"flatline/healthy", LogFormat::flatline, "healthy", -1, -1, 1800},
-    {"flatline/lr_zero", LogFormat::flatline, "lr_zero", 393, 394, 1800},
-    {"flatline/zero_grad_rank", LogFormat::flatline, "zero_grad_rank", 300, 301, 1800},
-    {"hf/healthy", LogFormat::hf, "healthy", -1, -1, 64},
-    {"hf/lr_zero/trainer_state.json", LogFormat::hf, "lr_zero", 400, 410, 64},
-    {"megatron/healthy.log", LogFormat::megatron, "healthy", -1, -1, 60},
-    {"megatron/warmup_every_iteration.log", LogFormat::megatron, "healthy", -1, -1, 120},
-    {"megatron/lr_zero.log", LogFormat::megatron, "lr_zero", 400, 410, 60},
-    {"megatron/collapse.log", LogFormat::megatron, "loss_scale_collapse", 300, 320, 60},
-    {"deepspeed/healthy.log", LogFormat::deepspeed, "healthy", -1, -1, 600},
-    {"deepspeed/lr_zero.log", LogFormat::deepspeed, "lr_zero", 400, 410, 63},
-    {"deepspeed/collapse.log", LogFormat::deepspeed, "loss_scale_collapse", 300, 309, 48},
-    {"lightning/healthy", LogFormat::lightning, "healthy", -1, -1, 64},
-    {"lightning/lr_zero/metrics.csv", LogFormat::lightning, "lr_zero", 400, 410, 64},
-    {"wandb/healthy.csv", LogFormat::wandb, "healthy", -1, -1, 61},
-    {"wandb/lr_zero.csv", LogFormat::wandb, "lr_zero", 400, 410, 61},
-    {"tensorboard/healthy", LogFormat::tensorboard, "healthy", -1, -1, 603},
-    {"tensorboard/lr_zero", LogFormat::tensorboard, "lr_zero", 393, 394, 603},
+    {"flatline/healthy", "flatline", "healthy", -1, -1, 1800},
+    {"flatline/lr_zero", "flatline", "lr_zero", 393, 394, 1800},
+    {"flatline/zero_grad_rank", "flatline", "zero_grad_rank", 300, 301, 1800},
+    {"hf/healthy", "hf", "healthy", -1, -1, 64},
+    {"hf/lr_zero/trainer_state.json", "hf", "lr_zero", 400, 410, 64},
+    {"megatron/healthy.log", "megatron", "healthy", -1, -1, 60},
+    {"megatron/warmup_every_iteration.log", "megatron", "healthy", -1, -1, 120},
+    {"megatron/lr_zero.log", "megatron", "lr_zero", 400, 410, 60},
+    {"megatron/collapse.log", "megatron", "loss_scale_collapse", 300, 320, 60},
+    {"deepspeed/healthy.log", "deepspeed", "healthy", -1, -1, 600},
+    {"deepspeed/lr_zero.log", "deepspeed", "lr_zero", 400, 410, 63},
+    {"deepspeed/collapse.log", "deepspeed", "loss_scale_collapse", 300, 309, 48},
+    {"lightning/healthy", "lightning", "healthy", -1, -1, 64},
+    {"lightning/lr_zero/metrics.csv", "lightning", "lr_zero", 400, 410, 64},
+    {"wandb/healthy.csv", "wandb", "healthy", -1, -1, 61},
+    {"wandb/lr_zero.csv", "wandb", "lr_zero", 400, 410, 61},
+    {"tensorboard/healthy", "tensorboard", "healthy", -1, -1, 603},
+    {"tensorboard/lr_zero", "tensorboard", "lr_zero", 393, 394, 603},
     // TensorBoard logs the scale but not the skipped steps: the collapse shows once the scale is
     // below 1 and the gradients underflow (step 313), not at its first overflow (step 300).
-    {"tensorboard/collapse", LogFormat::tensorboard, "loss_scale_collapse", 313, 314, 603},
+    {"tensorboard/collapse", "tensorboard", "loss_scale_collapse", 313, 314, 603},
 };
 INSTANTIATE_TEST_SUITE_P(Readers, Fixture, ::testing::ValuesIn(kCases));
 

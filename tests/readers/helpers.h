@@ -28,7 +28,7 @@ inline std::string temp_file(const std::string& name, const std::string& content
   return p.string();
 }
 
-inline Diagnosis diagnose(const std::string& path, LogFormat f = LogFormat::auto_detect, Warnings* w = nullptr) {
+inline Diagnosis diagnose(const std::string& path, const std::string& f = "auto", Warnings* w = nullptr) {
   return diagnose_log(path, f, w);
 }
 

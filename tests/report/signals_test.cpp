@@ -1,5 +1,5 @@
-// Signals computed from a hand-written two-rank run: series extraction, step rate, and the exact
-// liveness, per-rank, data, scale and eval tables the drill shows.
+// Signals computed from a hand-written two-rank run: series extraction and the step rate (the report's
+// plots). The drill's tables: tests/report/drill_views_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,27 +56,6 @@ TEST(Signals, StepRateIsLoggedStepProgressPerSecond) {
   Series r = step_rate(two_ranks(), 3);
   EXPECT_EQ(r.x, (std::vector<double>{1, 3, 5}));
   EXPECT_EQ(r.y, (std::vector<double>{1.0, 0.0, 0.0}));
-}
-
-TEST(Signals, Tables) {
-  const RunData d = two_ranks();
-  EXPECT_EQ(liveness_table(d),
-            "rank   max step    reached t  last step t           last heartbeat      longest gap\n"
-            "0             3         3.00         3.50 t=5.00 step 3 collective        1.00 s @2\n"
-            "1             2         2.00         2.00    t=4.00 step 3 compute        1.00 s @2\n"
-            "rank 0: error at t=6.00 s: collective timed out\n");
-  EXPECT_EQ(ranks_table(d),
-            "rank      median (all) median (last 20)  zero steps  first zero\n"
-            "0                    2                2           0           -\n"
-            "1                    0                0           2           1\n");
-  EXPECT_EQ(data_table(d),
-            "rank 0: 4 batches hashed, 2 distinct, 1 repeat(s) of an earlier step, 1 re-run(s) of the same step\n"
-            "    step 3 repeats batch 000000000000000a of step 1\n"
-            "rank 1: 2 batches hashed, 2 distinct, 0 repeat(s) of an earlier step, 0 re-run(s) of the same step\n");
-  EXPECT_EQ(scale_table(d),
-            "loss scale: first 512, min 128, max 512, last 256\n"
-            "overflow steps: 2, skipped steps: 2, longest skip streak 2 (steps 2..3)\n");
-  EXPECT_EQ(eval_table(d), "    step  eval loss\n       2     2.5000\n");
 }
 
 }  // namespace

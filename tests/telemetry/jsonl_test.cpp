@@ -209,6 +209,27 @@ TEST(Jsonl, ParseErrorsNameFileLineAndField) {
   EXPECT_EQ(parse_error("[1,2]"), "run/rank-0.jsonl:7: expected a JSON object");
 }
 
+// The parser (simdjson On-Demand) rejects what a strict JSON parser rejects on the fields it reads,
+// and reports the first bad field in the writer's field order whatever the order in the line.
+TEST(Jsonl, StrictWhereItReadsAndFieldOrderForErrors) {
+  EXPECT_EQ(parse_error("{\"kind\":\"step\",\"step\":1} x"), "run/rank-0.jsonl:7: not valid JSON");
+  EXPECT_EQ(parse_error("{\"kind\":\"step\",\"step\":1}}"), "run/rank-0.jsonl:7: not valid JSON");
+  EXPECT_EQ(parse_error("{\"kind\":\"step\",\"step\":1,\"detail\":\"\xff\xfe\"}"), "run/rank-0.jsonl:7: not valid JSON");
+  EXPECT_EQ(parse_error("{\"kind\":\"step\",\"step\":01}"),  // a malformed number: named with its field
+            "run/rank-0.jsonl:7: field 'step': expected an integer, got 01");
+  EXPECT_EQ(parse_error("\"a string\""), "run/rank-0.jsonl:7: expected a JSON object");
+  EXPECT_EQ(parse_error("nope"), "run/rank-0.jsonl:7: not valid JSON");
+  EXPECT_EQ(parse_error("{\"loss\":\"x\",\"kind\":\"step\",\"rank\":\"y\",\"step\":1}"),
+            "run/rank-0.jsonl:7: field 'rank': expected an integer, got \"y\"");
+  EXPECT_EQ(parse_error("{\"kind\":\"step\",\"step\":1,\"loss\":[1, 2]}"),
+            "run/rank-0.jsonl:7: field 'loss': expected a number, got [1, 2]");
+  Record r = parse_record(R"({"step":3,"detail":"caf\u00e9 \"q\"\n","kind":"event","name":"error","t":"-Infinity"})", "x", 1);
+  EXPECT_EQ(r.kind, RecordKind::event);
+  EXPECT_EQ(r.detail, "caf\xc3\xa9 \"q\"\n");
+  EXPECT_TRUE(std::isinf(r.t) && r.t < 0);
+  EXPECT_EQ(parse_record(R"({"kind":"step","step":1,"rank":7,"lr":null,"loss":1e2})", "x", 1).loss, 100.0);
+}
+
 TEST(Jsonl, UnknownFieldsAndIntegralFloatsAreAccepted) {
   Record r = parse_record(R"({"kind":"step","step":10.0,"rank":2,"future_field":{"a":1},"epoch":3.0})", "x", 1);
   EXPECT_EQ(r.step, 10);

@@ -182,7 +182,7 @@ TEST(FormatWriters, LoggingIntervalAndRankZeroOnly) {
     FormatSink sink({"hf"}, c);
     for (const auto& r : fp16_stream()) sink.write(r);
   }
-  LogData log = read_log(format_dir(c.run_dir, "hf"), LogFormat::hf);
+  LogData log = read_log(format_dir(c.run_dir, "hf"), "hf");
   std::vector<int64_t> steps;
   for (const auto& r : log.records)
     if (r.kind == RecordKind::step) steps.push_back(r.step);
