@@ -1,6 +1,7 @@
 // Triage (triage.h): one detector per cause in checklist order plus the plateau check; the diagnosis
 // is the first cause in checklist order that fired, with every finding listed.
 #include "detectors/triage.h"
+#include "detectors/util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -93,7 +94,7 @@ class Frozen {
     int64_t first = -1, last_step = -1, prev_step = -1;
     std::optional<double> last_param;
   };
-  std::map<int, State> ranks_;
+  detail::PerRank<State> ranks_;
   bool found_ = false, found_params_ = false;
   int64_t onset_ = -1, detected_ = -1, p_onset_ = -1, p_detected_ = -1;
   std::string evidence_, p_evidence_;
