@@ -6,7 +6,8 @@
 // read the same run in the background. --scenario FILE drills one scenario file; --from DIR one of the
 // runs `flatline score --out DIR` recorded. Commands come from the terminal, or one per line from
 // --answers FILE or a non-terminal stdin (scripted mode, echoed).
-// Exit status: 0 for a right answer, 1 for a wrong or missing one, 2 when there is no run to drill.
+// Exit status: 0 for a right answer, 1 for a wrong or missing one, 2 when there is no run to drill (or
+// the picked run's manifest, its hidden truth, cannot be read: never taken as "healthy").
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "cli/command.h"
 #include "cli/embedded.h"
 #include "report/drill.h"
+#include "telemetry/manifest.h"
 
 namespace flatline::cli {
 namespace {
@@ -48,6 +50,14 @@ int drill(const Args& a) {
       return 2;
     }
     const size_t pick = drill_pick(dirs.size(), seed);
+    try {  // the answer is the manifest's truth: without it the drill would score against "healthy"
+      read_manifest(dirs[pick] + "/manifest.json");
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("flatline drill: {}/manifest.json holds the run's hidden truth, and it cannot be "
+                               "read ({}): record the run again (flatline score --out {})\n",
+                               dirs[pick], e.what(), a.from);
+      return 2;
+    }
     run = recorded_drill(dirs[pick]);
     run.origin = fmt::format("the run: recorded, run {} of {} under {}, drawn by seed {}", pick + 1, dirs.size(),
                              a.from, seed);

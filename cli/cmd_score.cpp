@@ -6,11 +6,18 @@
 // Inputs: scenario files, directories searched for *.yaml (default: the embedded main suite) — these
 // are trained now, each run recorded under --out, which becomes a corpus (telemetry/corpus.h); a
 // recorded run directory (manifest.json) or a corpus (corpus.json) — replayed, nothing trained.
+// Fleet-only scenarios (`fleet_only: true`) are skipped with a line saying so; a scenario beyond the local
+// world-size guard (cli/local_guard.h), or a --json/--junit path that cannot be written, stops the suite
+// before anything runs. A run that failed for a reason other than its fault (a rank killed, the
+// watchdog's stop, an interrupt) is a harness error: JUnit <error type="harness">, never the detector's
+// false alarm. SIGTERM / SIGINT / SIGHUP stop the run in progress (cli/launch.h) and the suite after it;
+// the scoreboard of the runs done so far is still printed and written.
 // Exit status: 0 every gated detector met every expectation (and, with --confirm, every confirmation is
 // right); 1 below the bar (an expectation missed, a confirmation wrong);
 // 2 usage, scenario or corpus error (nothing scored); 3 harness failure (a run failed other than by
-// its injected fault, or could not be run); 4 a gated detector failed (crash, hang, garbage, flood,
-// unread stdin) on some run. When several apply: 3, then 4, then 1.
+// its injected fault, or could not be run, or a report could not be written); 4 a gated detector failed
+// (crash, hang, garbage, flood, unread stdin) on some run. When several apply: 3, then 4, then 1;
+// 128 + N when signal N interrupted the suite.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -26,7 +33,11 @@
 #include "cli/confirm_run.h"
 #include "cli/embedded.h"
 #include "cli/launch.h"
+#include "cli/local_guard.h"
 #include "cli/reenact.h"
+#include "core/atomic_file.h"
+#include "core/interrupt.h"
+#include "core/protocol.h"
 #include "detectors/scoreboard.h"
 #include "readers/replay.h"
 #include "telemetry/corpus.h"
@@ -42,7 +53,7 @@ struct Args {
   std::vector<std::string> inputs, detectors, formats, gate;
   std::string out = "runs", json, junit;
   PlacementArgs placement;
-  bool realtime = false, confirm = false;
+  bool realtime = false, confirm = false, oversubscribe = false;
   double speed = 0;
   double stall_s = FeedLimits{}.stall_s, exit_s = FeedLimits{}.exit_s;
 };
@@ -169,6 +180,16 @@ int score(const Args& a) {
     }
     gate.insert(g);
   }
+  // reports that cannot be written are refused now, not found out after the suite ran
+  for (const std::string* path : {&a.json, &a.junit})
+    if (!path->empty()) {
+      try {
+        check_writable_output(*path);
+      } catch (const FileWriteError& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return kExitUsage;
+      }
+    }
   std::vector<CorpusRun> hashed;
   std::vector<Input> ins;
   try {
@@ -179,30 +200,36 @@ int score(const Args& a) {
   }
   if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");
   std::vector<Scenario> scenarios;
-  std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
   std::vector<Input> kept;
-  for (const auto& in : ins) {
+  std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
+  const MachineCapacity here = this_machine();
+  int fleet_only = 0;
+  for (auto& in : ins) {
     Scenario s;
     if (in.recorded.empty()) {
       s = load_scenario_text(in.text, in.source);  // fail fast
-      if (s.fleet_only) {  // thousands of ranks: not for local workers
-        std::cout << fmt::format("skipped {}: fleet_only (run it with `flatline simulate`)\n", in.source);
+      a.placement.apply(s);
+      if (s.fleet_only) {  // for `flatline simulate`: said, not silently dropped
+        std::cout << fmt::format("skip {}: fleet-only (world_size {}): flatline simulate {}\n", in.source,
+                                 s.world_size, in.source);
+        ++fleet_only;
         continue;
       }
+      if (const std::string why = local_world_refusal(s, here, a.oversubscribe); !why.empty()) throw ScenarioError(why);
+      auto [it, fresh] = names.emplace(s.name, in.source);
+      if (!fresh)
+        throw ScenarioError(in.source + ": scenario name '" + it->first + "' is also used by " + it->second +
+                            " (each run needs its own directory)");
     }
-    kept.push_back(in);
     scenarios.push_back(std::move(s));
+    kept.push_back(std::move(in));
   }
+  if (kept.empty())
+    throw ScenarioError(fmt::format("nothing to run: the {} scenario(s) found are fleet-only (flatline simulate)",
+                                    fleet_only));
   ins = std::move(kept);
-  if (ins.empty()) throw ScenarioError("every scenario given is fleet_only: run them with `flatline simulate`");
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (!ins[i].recorded.empty()) continue;
-    a.placement.apply(scenarios[i]);
-    auto [it, fresh] = names.emplace(scenarios[i].name, ins[i].source);
-    if (!fresh)
-      throw ScenarioError(ins[i].source + ": scenario name '" + it->first + "' is also used by " + it->second +
-                          " (each run needs its own directory)");
-  }
+  install_launcher_signals();  // a signal stops the run in progress and the suite after it
+  int interrupted = 0;
 
   FeedLimits limits;
   limits.stall_s = a.stall_s;
@@ -215,7 +242,7 @@ int score(const Args& a) {
   std::vector<std::vector<DetectorRunScore>> rows;
   std::vector<std::optional<RunConfirmation>> confirmations;
   std::vector<std::string> trained, harness_failures, corpora;
-  for (size_t i = 0; i < ins.size(); ++i) {
+  for (size_t i = 0; i < ins.size() && !interrupted; ++i) {
     const Input& in = ins[i];
     Manifest m;
     Diagnosis builtin;
@@ -236,11 +263,14 @@ int score(const Args& a) {
         o.detector_limits = limits;
         o.formats = formats;
         o.detector_env = format_env(o.run_dir, merged_formats(s, formats));
+        o.oversubscribe = a.oversubscribe;
         LaunchResult r = launch_run(s, in.text, o);
         m = r.manifest;
         builtin = r.diagnosis;
         outcomes = r.detector_outcomes;
         trained.push_back(s.name);
+        interrupted = r.interrupted_by;
+        for (const auto& e : r.write_errors) harness_failures.push_back(s.name + ": " + e);
       } else {
         m = read_manifest(in.recorded + "/manifest.json");
         std::cout << fmt::format("[{}/{}] {} (recorded, {} ranks, {} steps) ... ", i + 1, ins.size(), m.scenario,
@@ -273,12 +303,14 @@ int score(const Args& a) {
     }
     std::vector<DetectorRunScore> row = {score_builtin_run(m, builtin)};
     for (const auto& o : outcomes) row.push_back(score_external_run(m, o));
-    if (m.status == "failed" && m.expect_cause != "run_not_alive")
-      harness_failures.push_back(m.scenario + ": " + (m.error.empty() ? "run failed" : m.error));
+    if (row.front().cause.harness_error)  // failed other than by its fault, interrupted, never finished
+      harness_failures.push_back(m.scenario + ": " + (m.error.empty() ? "run " + m.status : m.error));
     std::string line;
     for (const auto& r : row)
       line += fmt::format("{}{}: {} -> {}", line.empty() ? "" : "; ", r.detector, said(r),
-                          r.expect_met ? "ok" : "EXPECT NOT MET: " + r.expect_detail);
+                          r.expect_met              ? "ok"
+                          : r.cause.harness_error ? "ERROR: " + r.expect_detail  // the run's, not the detector's
+                                                  : "EXPECT NOT MET: " + r.expect_detail);
     const double secs = in.recorded.empty()
                             ? m.wall_s
                             : std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -288,7 +320,11 @@ int score(const Args& a) {
     if (a.confirm) confirmations.push_back(confirm_one(in.recorded.empty() ? a.out + "/" + m.scenario : in.recorded, a));
     manifests.push_back(std::move(m));
     rows.push_back(std::move(row));
+    if (!interrupted) interrupted = launcher_interrupt();
   }
+  if (interrupted)
+    std::cout << fmt::format("\ninterrupted by {}: {} of {} run(s) done\n", signal_name(interrupted), rows.size(),
+                             ins.size());
   std::error_code ec;
   fs::remove_all(scratch, ec);
 
@@ -305,8 +341,16 @@ int score(const Args& a) {
     if (board.corpus_dir.empty()) board.corpus_dir = "recorded runs";
   }
   std::cout << "\n" << render_scoreboard(board);
-  if (!a.json.empty()) std::ofstream(a.json) << to_json(board) << "\n";
-  if (!a.junit.empty()) std::ofstream(a.junit) << to_junit(board);
+  auto write = [&](const std::string& path, const std::string& text, const char* what) {
+    if (path.empty()) return;
+    try {
+      write_file_atomic(path, text, what);  // whole or not at all, and a failure said (core/atomic_file.h)
+    } catch (const FileWriteError& e) {
+      harness_failures.push_back(e.what());
+    }
+  };
+  write(a.json, to_json(board) + "\n", "the scoreboard JSON");
+  write(a.junit, to_junit(board), "the JUnit XML");
 
   // --- the exit status ---
   int missed = 0, errors = 0;
@@ -318,6 +362,7 @@ int score(const Args& a) {
     }
   for (const auto& h : harness_failures) std::cout << "harness failure: " << h << "\n";
   if (errors) std::cout << fmt::format("{} run(s) scored 'detector error' (see above)\n", errors);
+  if (interrupted) return kExitSignalBase + interrupted;  // as a shell expects: 130, 143
   if (!harness_failures.empty()) return kExitHarness;
   if (errors) return kExitDetector;
   return missed || board.confirmations_right < board.confirmations_judged ? kExitBelowBar : 0;
@@ -342,6 +387,8 @@ FLATLINE_COMMAND("score", "score the built-in detectors, and external ones, on a
   sub.add_option("--formats", a->formats,
                  "also write foreign-format logs, live, for file-reading detectors: " + format_names() +
                      " (comma-separated; adds to the scenario's `formats`)");
+  sub.add_flag("--oversubscribe", a->oversubscribe,
+               "more ranks than the local guard allows per core (cli/local_guard.h; memory is still checked)");
   sub.add_option("--gate", a->gate, "detectors whose results decide the exit status (comma-separated; default: all)");
   sub.add_flag("--confirm", a->confirm,
                "also confirm each run's diagnosis by counterfactual (flatline confirm: replays in RUN_DIR/confirm) and "
@@ -353,7 +400,7 @@ FLATLINE_COMMAND("score", "score the built-in detectors, and external ones, on a
   sub.footer(
       "Exit status: 0 every gated detector met every expectation (and every confirmation is right); 1 an expectation "
       "missed or a confirmation wrong; 2 usage, scenario or corpus error; 3 harness failure; 4 a gated detector failed "
-      "on some run (3, then 4, then 1 when several apply).");
+      "on some run (3, then 4, then 1 when several apply); 128 + N when signal N interrupted it.");
   return [a] { return score(*a); };
 });
 

@@ -11,6 +11,8 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/run_dir.h"
+#include "core/atomic_file.h"
 #include "detectors/score.h"
 #include "sim/simulate/sinks.h"
 #include "sim/simulate/simulator.h"
@@ -47,11 +49,11 @@ int run(const Args& a) {
   const auto t0 = std::chrono::steady_clock::now();
   SimResult r;
   std::string run_dir;
+  RunDirLock lock;
   if (!a.out.empty()) {
     run_dir = a.out + "/" + s.name;
-    std::filesystem::remove_all(run_dir);
-    std::filesystem::create_directories(run_dir);
-    std::ofstream(run_dir + "/scenario.yaml") << to_yaml(s);
+    lock = claim_run_dir(run_dir);  // never a directory that is not a run's, never one in use (cli/run_dir.h)
+    write_file_atomic(run_dir + "/scenario.yaml", to_yaml(s), "the scenario");
     JsonlDirSink files(run_dir + "/telemetry");
     TeeSink both(triage_sink, files);
     r = simulate(s, o, both);
@@ -67,7 +69,7 @@ int run(const Args& a) {
                            r.records, r.heartbeats, wall, r.records / wall / 1e6, r.t_end);
   if (!run_dir.empty()) {
     write_manifest(m, run_dir + "/manifest.json");
-    std::ofstream(run_dir + "/diagnosis.json") << to_json(d) << "\n";
+    write_file_atomic(run_dir + "/diagnosis.json", to_json(d) + "\n", "the diagnosis");
     std::cout << "run directory: " << run_dir << "\n";
   }
   std::cout << fmt::format("ground truth: {}{}; verdict: {}", sc.truth_cause,
@@ -87,7 +89,8 @@ FLATLINE_COMMAND("simulate", "fleet-scale telemetry without training, diagnosed 
   sub.add_option("--steps", a->steps, "steps (default: the scenario's)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub.add_option("--out", a->out, "also write a run directory under DIR (JSONL per rank + manifest)");
   sub.add_option("--seed", a->seed, "seed (default: the scenario's)");
-  sub.add_option("--step-ms", a->step_ms, "median compute ms per step (default 300)");
+  sub.add_option("--step-ms", a->step_ms, "median compute ms per step (default 300)")
+      ->check(CLI::Range(1e-3, kMaxSimStepMs));
   return [a] { return run(*a); };
 });
 

@@ -3,18 +3,23 @@
 // [--checkpoint-at-stop] [--eval-from S] [--repair FILE]. The environment it reads and the exit status it leaves with are the launcher protocol
 // (core/protocol.h): torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 // (or Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), FLATLINE_THREADS,
-// FLATLINE_RUN_T0; 0 done, 2 a RankError (a collective, the file system or a checkpoint failed), 3 stopped
-// for the scenario's restart, 4 parameters diverged across ranks, 5 a broken invariant, 6 any other
-// internal error.
+// FLATLINE_RUN_T0, each checked (RANK=abc or RANK >= WORLD_SIZE exit 2 at once); 0 done, 2 a RankError
+// (a collective, the file system or a checkpoint failed), 3 stopped for the scenario's restart, 4
+// parameters diverged across ranks, 5 a broken invariant, 6 any other internal error; 2 too for an
+// environment that is not what the protocol says; 128 + N after signal N (SIGTERM, SIGINT, SIGHUP, or the
+// launcher's death), telemetry flushed and an `interrupted` event last (core/interrupt.h).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/command.h"
 #include "confirm/intervention.h"
 #include "core/check.h"
+#include "core/interrupt.h"
 #include "core/protocol.h"
 #include "sim/trainer.h"
 #include "telemetry/writers/writer.h"
@@ -22,11 +27,33 @@
 namespace flatline::cli {
 namespace {
 
-int env_int(const char* a, const char* b, int dflt) {
-  if (const char* v = std::getenv(a)) return std::atoi(v);
-  if (b)
-    if (const char* v = std::getenv(b)) return std::atoi(v);
-  return dflt;
+// A protocol variable, checked: an integer in [lo, hi] (RANK=abc or RANK=5 of 2 is refused at once, not
+// taken as rank 0 or left waiting for the store). Slurm's SLURM_NTASKS_PER_NODE may read "2(x3)": its
+// leading count is the tasks of this node.
+class EnvError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct EnvInt {
+  const char* name = nullptr;  // the variable that was set (nullptr: neither)
+  int64_t value = 0;
+};
+
+EnvInt env_int(const char* a, const char* b, int64_t lo, int64_t hi, bool leading_count = false) {
+  for (const char* name : {a, b}) {
+    if (!name) continue;
+    const char* v = std::getenv(name);
+    if (!v) continue;
+    errno = 0;
+    char* end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    const bool tail_ok = *end == 0 || (leading_count && (*end == '(' || *end == ','));
+    if (end == v || !tail_ok || errno == ERANGE || x < lo || x > hi)
+      throw EnvError(fmt::format("{}='{}': expected an integer in [{}, {}] (docs/DESIGN.md §8)", name, v, lo, hi));
+    return {name, x};
+  }
+  return {};
 }
 
 struct Args {
@@ -36,19 +63,46 @@ struct Args {
   PlacementArgs placement;
 };
 
+// The launcher protocol's environment (core/protocol.h), every variable checked against the others.
+void read_environment(RankOptions& o) {
+  const EnvInt world = env_int(kEnvWorldSize, kEnvSlurmWorldSize, 1, 1 << 20);
+  o.world_size = world.name ? static_cast<int>(world.value) : 1;
+  const EnvInt rank = env_int(kEnvRank, kEnvSlurmRank, 0, o.world_size - 1);
+  o.rank = static_cast<int>(rank.value);
+  if (o.world_size > 1 && !rank.name)
+    throw EnvError(fmt::format("{}={} but {} (or {}) is not set: every rank needs its own", world.name, o.world_size,
+                               kEnvRank, kEnvSlurmRank));
+  const EnvInt local = env_int(kEnvLocalWorldSize, kEnvSlurmLocalWorldSize, 1, o.world_size, /*leading_count=*/true);
+  o.local_world_size = local.name ? static_cast<int>(local.value) : o.world_size;
+  const EnvInt local_rank = env_int(kEnvLocalRank, kEnvSlurmLocalRank, 0, o.local_world_size - 1);
+  o.local_rank = local_rank.name ? static_cast<int>(local_rank.value) : -1;
+  if (const char* addr = std::getenv(kEnvMasterAddr)) {
+    if (!*addr) throw EnvError(fmt::format("{} is set but empty: expected the host of rank 0", kEnvMasterAddr));
+    o.master_addr = addr;
+  }
+  const EnvInt port = env_int(kEnvMasterPort, nullptr, 1, 65535);
+  o.master_port = port.name ? static_cast<int>(port.value) : kDefaultMasterPort;
+  o.threads = static_cast<int>(env_int(kEnvThreads, nullptr, 1, 4096).value);
+  if (const char* t = std::getenv(kEnvRunT0)) {
+    char* end = nullptr;
+    o.run_t0 = std::strtod(t, &end);
+    if (end == t || *end || !std::isfinite(o.run_t0) || o.run_t0 <= 0)
+      throw EnvError(fmt::format("{}='{}': expected epoch seconds > 0", kEnvRunT0, t));
+  }
+}
+
 int run_worker(const Args& a) {
+  install_interrupt_handlers();  // first: a signal from here on flushes what this rank wrote (core/interrupt.h)
   RankOptions o;
+  try {
+    read_environment(o);
+  } catch (const EnvError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitUsage;
+  }
   o.scenario = load_scenario_file(a.scenario);
   a.placement.apply(o.scenario);
   o.run_dir = a.run_dir;
-  o.rank = env_int(kEnvRank, kEnvSlurmRank, 0);
-  o.world_size = env_int(kEnvWorldSize, kEnvSlurmWorldSize, 1);
-  o.local_world_size = env_int(kEnvLocalWorldSize, kEnvSlurmLocalWorldSize, o.world_size);
-  o.local_rank = env_int(kEnvLocalRank, kEnvSlurmLocalRank, -1);
-  if (const char* addr = std::getenv(kEnvMasterAddr)) o.master_addr = addr;
-  o.master_port = env_int(kEnvMasterPort, nullptr, kDefaultMasterPort);
-  o.threads = env_int(kEnvThreads, nullptr, 0);
-  if (const char* t = std::getenv(kEnvRunT0)) o.run_t0 = std::atof(t);
   o.resume = a.resume;
   o.carry_on = a.carry_on && !a.resume;  // a replay that stopped for its restart resumes like the run
   o.stop_after = a.stop_after;
@@ -86,7 +140,8 @@ int run_worker(const Args& a) {
     if (r.param_mismatches > 0) return kExitParamMismatch;
     return r.stopped_for_restart ? kExitRestart : kExitOk;
   } catch (const RankError& e) {
-    std::cerr << "rank " << o.rank << " failed: " << e.what() << "\n";
+    static constexpr const char* kKind[] = {"comm", "io", "checkpoint", "device"};  // RankError::Kind's order
+    std::cerr << fmt::format("rank {} failed [{}]: {}\n", o.rank, kKind[static_cast<int>(e.kind())], e.what());
     return kExitRankError;
   } catch (const ScenarioError&) {  // the scenario does not fit this rank's data: main() says so, exits 2
     throw;

@@ -26,6 +26,7 @@ const std::vector<CommandDef>& commands();
 
 // Helpers shared by the commands.
 std::string self_exe();
+// A scenario file's text (read_scenario_file, faults/scenario.h: bounded, regular files only).
 std::string read_text_file(const std::string& path);
 
 // `--device cpu|cuda` and `--process-group auto|gloo|nccl`: override the scenarios' placement

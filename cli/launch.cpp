@@ -1,10 +1,13 @@
+// The local launcher (launch.h): one phase of ranks at a time (the start, then a resume when the
+// scenario restarts), each watched by one poll loop that drains the ranks' output, tails their
+// telemetry into the triage, reaps them, and applies the protocol's bounds (core/protocol.h).
 #include "cli/launch.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,153 +18,438 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <thread>
 
+#include "cli/local_guard.h"
+#include "cli/progress.h"
+#include "cli/run_dir.h"
+#include "core/atomic_file.h"
+#include "core/interrupt.h"
 #include "core/ports.h"
 #include "core/protocol.h"
 #include "faults/effects.h"
 #include "sim/build_info.h"
 #include "telemetry/jsonl.h"
 
+extern char** environ;
+
 namespace flatline {
 namespace fs = std::filesystem;
 
 namespace {
 
-// The poll loop's period: 50 ms for the built-in detectors (a finding is stamped with its record, not
-// with when it was seen); 10 ms with external detectors attached, whose alarms are stamped on arrival
-// (about two steps of the main suite's 6 ms steps at most; the cost is in bench/README.md).
+// The poll loop's period (output drained, telemetry tailed, ranks reaped): 50 ms for the built-in
+// detectors (a finding is stamped with its record, not with when it was seen); 10 ms with external
+// detectors attached, whose alarms are stamped on arrival (about two steps of the main suite's 6 ms
+// steps at most; the cost is in bench/README.md).
 constexpr int kPollMs = 50, kPollWithDetectorsMs = 10;
+constexpr size_t kTailBytes = 8192;     // of each rank's output kept in memory for the error line
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-pid_t spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, LaunchOptions::Start start) {
-  fs::create_directories(o.run_dir + "/logs");
-  const std::string log = fmt::format("{}/logs/rank-{}.log", o.run_dir, rank);
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-  if (pid > 0) return pid;
-  // child
-  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd >= 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
+// ---- signals to the launcher ------------------------------------------------------------------------
+volatile sig_atomic_t g_signal = 0, g_signals = 0;
+void on_launcher_signal(int sig) {
+  if (!g_signal) g_signal = sig;
+  g_signals = g_signals + 1;
+}
+
+// ---- the ranks' processes -----------------------------------------------------------------------------
+struct RankProc {
+  pid_t pid = -1;
+  int out = -1;             // read end of the pipe that is its stdout and stderr
+  int log = -1;             // logs/rank-<r>.log
+  bool log_failed = false;
+  std::string tail;         // its last kTailBytes of output
+  int code = -1;            // exit status once reaped; 128 + N when killed by signal N
+  std::string killed_why;   // set when the launcher killed it: why (for its `stopped` event)
+};
+
+// The environment of a rank: this process's, with the protocol's variables replaced.
+std::vector<std::string> rank_env(const std::vector<std::pair<std::string, std::string>>& vars) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (std::none_of(vars.begin(), vars.end(), [&](const auto& v) { return v.first == key; })) env.push_back(kv);
   }
-  setenv(kEnvRank, std::to_string(rank).c_str(), 1);
-  setenv(kEnvLocalRank, std::to_string(rank).c_str(), 1);
-  setenv(kEnvWorldSize, std::to_string(s.world_size).c_str(), 1);
-  setenv(kEnvLocalWorldSize, std::to_string(s.world_size).c_str(), 1);
-  setenv(kEnvMasterAddr, kDefaultMasterAddr, 1);
-  setenv(kEnvMasterPort, std::to_string(port).c_str(), 1);
-  setenv(kEnvRunT0, fmt::format("{:.6f}", t0).c_str(), 1);
-  if (o.threads_per_rank > 0) setenv(kEnvThreads, std::to_string(o.threads_per_rank).c_str(), 1);
+  for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+  return env;
+}
+
+// Everything the child needs is prepared before fork(): between fork and exec it only calls
+// async-signal-safe functions.
+RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, LaunchOptions::Start start) {
+  RankProc p;
+  const std::string log = fmt::format("{}/logs/rank-{}.log", o.run_dir, rank);
+  p.log = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (p.log < 0) throw std::runtime_error(fmt::format("{}: cannot open: {}", log, std::strerror(errno)));
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {kEnvRank, std::to_string(rank)},          {kEnvLocalRank, std::to_string(rank)},
+      {kEnvWorldSize, std::to_string(s.world_size)}, {kEnvLocalWorldSize, std::to_string(s.world_size)},
+      {kEnvMasterAddr, o.master_addr.empty() ? kDefaultMasterAddr : o.master_addr},
+      {kEnvMasterPort, std::to_string(port)},
+      {kEnvRunT0, fmt::format("{:.6f}", t0)}};
+  if (o.threads_per_rank > 0) vars.emplace_back(kEnvThreads, std::to_string(o.threads_per_rank));
+  const std::vector<std::string> env = rank_env(vars);
+  std::vector<const char*> envp;
+  for (const auto& e : env) envp.push_back(e.c_str());
+  envp.push_back(nullptr);
   const std::string scen = o.run_dir + "/scenario.yaml";
-  std::vector<const char*> argv = {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()};
-  if (start == LaunchOptions::Start::resume) argv.push_back("--resume");
-  if (start == LaunchOptions::Start::carry_on) argv.push_back("--carry-on");
-  for (const auto& w : o.worker_args) argv.push_back(w.c_str());
-  if (!o.device.empty()) argv.insert(argv.end(), {"--device", o.device.c_str()});
-  if (!o.process_group.empty()) argv.insert(argv.end(), {"--process-group", o.process_group.c_str()});
+  std::vector<std::string> words;
+  for (size_t at = 0; at < o.rank_wrapper.size();) {
+    const size_t b = o.rank_wrapper.find_first_not_of(' ', at);
+    if (b == std::string::npos) break;
+    const size_t e = std::min(o.rank_wrapper.find(' ', b), o.rank_wrapper.size());
+    std::string w = o.rank_wrapper.substr(b, e - b);
+    for (size_t k; (k = w.find("{rank}")) != std::string::npos;) w.replace(k, 6, std::to_string(rank));
+    words.push_back(std::move(w));
+    at = e;
+  }
+  for (const char* w : {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()}) words.push_back(w);
+  if (start == LaunchOptions::Start::resume) words.push_back("--resume");
+  if (start == LaunchOptions::Start::carry_on) words.push_back("--carry-on");
+  words.insert(words.end(), o.worker_args.begin(), o.worker_args.end());
+  if (!o.device.empty()) words.insert(words.end(), {"--device", o.device});
+  if (!o.process_group.empty()) words.insert(words.end(), {"--process-group", o.process_group});
   std::string formats;
   for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
-  if (!formats.empty()) {
-    argv.push_back("--formats");
-    argv.push_back(formats.c_str());
-  }
+  if (!formats.empty()) words.insert(words.end(), {"--formats", formats});
+  std::vector<const char*> argv;
+  for (const auto& w : words) argv.push_back(w.c_str());
   argv.push_back(nullptr);
-  execv(o.self_exe.c_str(), const_cast<char* const*>(argv.data()));
-  std::fprintf(stderr, "exec %s failed: %s\n", o.self_exe.c_str(), std::strerror(errno));
-  _exit(kExitExecFailed);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The launcher's death (even by SIGKILL) reaches the rank as a signal it handles (core/interrupt.h).
+    prctl(PR_SET_PDEATHSIG, kParentDeathSignal);
+    if (getppid() != parent) _exit(kExitSignalBase + kParentDeathSignal);  // it died before the prctl
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execvpe(argv[0], const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp.data()));
+    const char msg[] = "flatline launcher: exec of the worker (or its --rank-wrapper) failed\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(kExitExecFailed);
+  }
+  close(fds[1]);
+  p.pid = pid;
+  p.out = fds[0];
+  fcntl(p.out, F_SETFL, fcntl(p.out, F_GETFL) | O_NONBLOCK);
+  return p;
 }
 
-std::string last_lines(const std::string& path, int n) {
-  std::ifstream in(path);
+// Moves what the rank printed to its log and to the tail in memory. A log that cannot be written (a
+// full disk) is reported once; the tail still has the rank's last words.
+void drain_output(RankProc& p, int rank, std::vector<std::string>& warnings) {
+  char buf[65536];
+  while (p.out >= 0) {
+    const ssize_t n = read(p.out, buf, sizeof buf);
+    if (n > 0) {
+      if (!p.log_failed) {
+        for (ssize_t off = 0; off < n;) {
+          const ssize_t w = write(p.log, buf + off, static_cast<size_t>(n - off));
+          if (w < 0 && errno == EINTR) continue;
+          if (w <= 0) {
+            warnings.push_back(fmt::format("logs/rank-{}.log: cannot write the rank's output: {}", rank,
+                                           std::strerror(w < 0 ? errno : EIO)));
+            p.log_failed = true;
+            break;
+          }
+          off += w;
+        }
+      }
+      p.tail.append(buf, static_cast<size_t>(n));
+      if (p.tail.size() > kTailBytes) p.tail.erase(0, p.tail.size() - kTailBytes);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    close(p.out);  // EOF: the rank (and whatever shared its output) is gone
+    p.out = -1;
+  }
+}
+
+// The last `n` non-empty lines of a rank's output, one line.
+std::string last_words(const std::string& tail, int n) {
   std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  size_t at = 0;
+  while (at < tail.size()) {
+    size_t nl = tail.find('\n', at);
+    if (nl == std::string::npos) nl = tail.size();
+    std::string l = tail.substr(at, nl - at);
+    if (l.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(l);
+    at = nl + 1;
+  }
   std::string out;
   for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size(); ++i)
-    out += lines[i] + "\n";
-  return out;
+    out += (out.empty() ? "" : " | ") + lines[i];
+  return out.empty() ? "(no output)" : out;
 }
 
-// Feeds every new record of every rank into the triage and the onset clock (each rank's order preserved).
+std::string status_text(int code) {
+  if (code > kExitSignalBase && code < kExitSignalBase + 64)
+    return fmt::format("status {} (killed by {})", code, signal_name(code - kExitSignalBase));
+  return fmt::format("status {}", code);
+}
+
+// Appends one event to a rank's telemetry file: the launcher writes there only once the rank is gone.
+// A rank killed in the middle of a line left it without its newline: the event starts a line of its own.
+void append_event(const std::string& file, const Record& r) {
+  bool newline_first = false;
+  {
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
+    if (in && in.tellg() > 0) {
+      in.seekg(-1, std::ios::end);
+      newline_first = in.get() != '\n';
+    }
+  }
+  std::FILE* f = std::fopen(file.c_str(), "ab");
+  if (!f) throw IoError(fmt::format("{}: cannot open: {}", file, std::strerror(errno)));
+  const std::string line = (newline_first ? "\n" : "") + to_json(r) + "\n";
+  const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fflush(f) == 0;
+  const int err = errno;
+  std::fclose(f);
+  if (!ok) throw IoError(fmt::format("{}: cannot append the launcher's `{}` event: {}", file, r.name, std::strerror(err)));
+}
+
+// Whether a rank's stream ended with its own last word (as run_not_alive reads it): an end event, not
+// undone by the stray heartbeat of the exiting process, only by a step or a new process's start.
+bool update_ended(bool ended, const Record& r) {
+  if (r.kind == RecordKind::event && (r.name == "run_end" || r.name == "stop_for_restart" || r.name == "error" ||
+                                      r.name == "interrupted" || r.name == "stopped"))
+    return true;
+  if (r.kind == RecordKind::step ||
+      (r.kind == RecordKind::event && (r.name == "run_start" || r.name == "resume" || r.name == "checkpoint_load")))
+    return false;
+  return ended;
+}
+
+// Feeds every new record of every rank into the triage, the onset clock and the progress line (each
+// rank's order preserved), and remembers how each rank's stream stands.
 struct LiveFeed {
   std::vector<std::unique_ptr<JsonlTail>> tails;
   std::vector<std::string> warnings;
   OnsetClock onsets;
   double last_t = 0;
+  std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
+  std::vector<int64_t> last_step;   // the step of its last record
   DetectorFeed* detectors = nullptr;  // external detectors, when attached
-  explicit LiveFeed(std::vector<FaultTruth> truths) : onsets(std::move(truths)) {}
-  void poll(Triage& tri) {
-    for (auto& t : tails) {
+  LiveFeed(std::vector<FaultTruth> truths, int world)
+      : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0) {}
+  size_t poll(Triage& tri, Progress* progress, double now_wall) {
+    size_t n = 0;
+    for (size_t i = 0; i < tails.size(); ++i) {
       std::vector<Record> batch;
-      t->poll(batch, &warnings);
+      n += tails[i]->poll(batch, &warnings);
       for (const auto& r : batch) {
         tri.observe(r);
         if (detectors) detectors->push(r);
         onsets.observe(r);
+        if (progress) progress->observe(r, now_wall);
         if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
+        ended[i] = update_ended(ended[i], r);
+        last_step[i] = r.step;
       }
     }
+    return n;
   }
 };
 
-// Runs one phase (start or resume) of all ranks; returns the exit codes, first error.
-std::vector<int> run_phase(const Scenario& s, const LaunchOptions& o, double t0, LaunchOptions::Start start,
-                           Triage& tri, LiveFeed& feed, std::string& first_error) {
+struct PhaseContext {
+  const Scenario& s;
+  const LaunchOptions& o;
+  double t0;                        // the run's origin of t (epoch seconds)
+  Triage& tri;
+  LiveFeed& feed;
+  LaunchResult& res;
+  std::vector<std::string>& warnings;
+};
+
+void say(const LaunchOptions& o, const std::string& line) {
+  if (o.progress) o.progress->print_line(line);
+  else if (o.live_print) std::cout << line << std::flush;
+}
+
+// Runs one phase (start or resume) of every rank to its end; returns the exit codes.
+std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
+  const Scenario& s = c.s;
+  const LaunchOptions& o = c.o;
   const int port = free_tcp_port();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < s.world_size; ++r) pids.push_back(spawn_rank(o, s, r, port, t0, start));
-  std::vector<int> codes(pids.size(), -1);
-  size_t alive = pids.size();
-  double kill_at = -1;
-  // A rank's failure reaches the others within the collective timeout; past that (plus start-up and
-  // checkpoint slack) whoever is left is stuck, so it is killed.
-  const double grace = s.collective_timeout_s + kKillGraceS;
+  std::fill(c.feed.ended.begin(), c.feed.ended.end(), 0);  // new processes: each must end its own stream
+  std::vector<RankProc> ranks;
+  for (int r = 0; r < s.world_size; ++r) ranks.push_back(spawn_rank(o, s, r, port, c.t0, start));
+  size_t alive = ranks.size();
+  double kill_at = -1;              // wall time at which whoever is left is killed
+  std::string kill_why;
+  int forwarded = 0;                // signals already forwarded to the ranks
+  // The progress watchdog (core/protocol.h): on the launcher's clock, since the last record of any rank.
+  const double stall_bound = stall_bound_s(s.heartbeat_s, s.collective_timeout_s);
+  double last_record_wall = wall_now();
+  bool any_record = false;
+  auto kill_all = [&](const std::string& why) {
+    for (auto& p : ranks)
+      if (p.code == -1 && p.killed_why.empty()) {
+        kill(p.pid, SIGKILL);
+        p.killed_why = why;
+      }
+  };
+  bool first_is_consequence = false;  // first_error is a failed collective (kCommFailureMark)
   while (alive > 0) {
-    if (feed.detectors) feed.detectors->pump(wall_now() - t0, kPollWithDetectorsMs);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
-    feed.poll(tri);
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (codes[i] != -1) continue;
+    if (c.feed.detectors) {
+      c.feed.detectors->pump(wall_now() - c.t0, kPollWithDetectorsMs);
+    } else {
+      std::vector<pollfd> fds;
+      for (auto& p : ranks)
+        if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
+      if (fds.empty()) usleep(kPollMs * 1000);
+      else poll(fds.data(), fds.size(), kPollMs);
+    }
+    const double now = wall_now();
+    for (size_t i = 0; i < ranks.size(); ++i) drain_output(ranks[i], static_cast<int>(i), c.warnings);
+    if (c.feed.poll(c.tri, o.progress, now) > 0) {
+      last_record_wall = now;
+      any_record = true;
+    }
+    c.tri.advance(now - c.t0);
+    if (o.progress) o.progress->tick(now);
+
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      RankProc& p = ranks[i];
+      if (p.code != -1) continue;
       int st = 0;
-      if (waitpid(pids[i], &st, WNOHANG) != pids[i]) continue;
-      codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      if (waitpid(p.pid, &st, WNOHANG) != p.pid) continue;
+      p.code = WIFEXITED(st) ? WEXITSTATUS(st) : kExitSignalBase + WTERMSIG(st);
       --alive;
-      if (codes[i] != kExitOk && codes[i] != kExitRestart) {
-        if (first_error.empty())
-          first_error = fmt::format("rank {} exited with status {}: {}", i, codes[i],
-                                    last_lines(fmt::format("{}/logs/rank-{}.log", o.run_dir, i), 3));
-        if (kill_at < 0) kill_at = wall_now() + grace;
+      drain_output(p, static_cast<int>(i), c.warnings);
+      const bool by_signal_asked = forwarded > 0 && p.code == kExitSignalBase + c.res.interrupted_by;
+      if (p.code != kExitOk && p.code != kExitRestart && !by_signal_asked && p.killed_why.empty()) {
+        const bool consequence = p.tail.find(kCommFailureMark) != std::string::npos;
+        if (c.res.first_error.empty() || (first_is_consequence && !consequence)) {
+          c.res.first_error = fmt::format("rank {} exited with {}: {}", i, status_text(p.code), last_words(p.tail, 3));
+          first_is_consequence = consequence;
+        }
+        if (kill_at < 0) {
+          // Its peers fail within the collective timeout; past that (plus start-up and checkpoint slack)
+          // whoever is left is stuck.
+          kill_at = now + s.collective_timeout_s + kKillGraceS;
+          kill_why = fmt::format("still running {:.0f} s after rank {} failed (collective timeout {:.0f} s + {:.0f} s): "
+                                 "killed by the launcher",
+                                 s.collective_timeout_s + kKillGraceS, i, s.collective_timeout_s, kKillGraceS);
+        }
       }
     }
-    if (kill_at > 0 && alive > 0 && wall_now() > kill_at) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (codes[i] == -1) kill(pids[i], SIGKILL);
-      kill_at = wall_now() + 3600;  // reaped on the next turns
+    if (alive == 0) break;
+
+    // ---- signals: forward the first, kill at once on the second ----
+    if (g_signals > forwarded) {
+      const int sig = g_signal;
+      if (forwarded == 0) {
+        c.res.interrupted_by = sig;
+        c.res.first_error = fmt::format("interrupted by {} (to the launcher); every rank was asked to stop", signal_name(sig));
+        first_is_consequence = false;
+        for (auto& p : ranks)
+          if (p.code == -1) {
+            kill(p.pid, sig);
+            kill(p.pid, SIGCONT);  // a stopped rank must run to handle it
+          }
+        kill_at = now + kInterruptGraceS;
+        kill_why = fmt::format("{} to the launcher: did not exit within {:.0f} s: killed", signal_name(sig), kInterruptGraceS);
+        say(o, fmt::format("  {}: stopping {} rank(s) (killed in {:.0f} s; send it again to kill them now)\n",
+                           signal_name(sig), alive, kInterruptGraceS));
+      } else {
+        kill_all(fmt::format("{} to the launcher, again: killed at once", signal_name(sig)));
+      }
+      forwarded = g_signals;
+    }
+
+    // ---- the progress watchdog: no record from any rank for the bound ----
+    const double bound = any_record ? stall_bound : kJoinTimeoutS + stall_bound;
+    if (!c.res.stalled && c.res.interrupted_by == 0 && now - last_record_wall > bound) {
+      c.res.stalled = true;
+      const std::string why =
+          fmt::format("no record from any rank for {:.1f} s (the launcher's clock; bound {:.0f} s = max({:.0f} heartbeats "
+                      "of {} s, collective timeout {:.0f} s){}): every rank stopped by the launcher",
+                      now - last_record_wall, bound, kStallHeartbeats, s.heartbeat_s, s.collective_timeout_s,
+                      any_record ? "" : fmt::format(", {:.0f} s more for start-up", kJoinTimeoutS));
+      c.res.first_error = why;
+      first_is_consequence = false;
+      say(o, "  [watchdog] " + why + "\n");
+      kill_all(why);
+    }
+    if (kill_at > 0 && now > kill_at) {
+      kill_all(kill_why);
+      kill_at = -1;
     }
   }
-  feed.poll(tri);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    drain_output(ranks[i], static_cast<int>(i), c.warnings);
+    if (ranks[i].out >= 0) close(ranks[i].out);
+    if (ranks[i].log >= 0) close(ranks[i].log);
+  }
+  c.feed.poll(c.tri, o.progress, wall_now());
+
+  // ---- a `stopped` event for every rank whose stream did not end with its own last word ----
+  const double t_end = wall_now() - c.t0;
+  std::vector<int> codes;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankProc& p = ranks[i];
+    codes.push_back(p.code);
+    if (c.feed.ended[i]) continue;
+    Record r;
+    r.kind = RecordKind::event;
+    r.rank = static_cast<int>(i);
+    r.t = t_end;
+    r.step = c.feed.last_step[i];
+    r.name = "stopped";
+    r.detail = !p.killed_why.empty() ? p.killed_why
+                                     : fmt::format("exited with {} without writing its end", status_text(p.code));
+    try {
+      append_event(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, i), r);
+    } catch (const IoError& e) {
+      c.warnings.push_back(e.what());
+    }
+  }
+  c.feed.poll(c.tri, o.progress, wall_now());
   return codes;
 }
 
 }  // namespace
 
+void install_launcher_signals() {
+  static bool done = false;
+  if (done) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_launcher_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+  done = true;
+}
+
+int launcher_interrupt() { return g_signal; }
+
 LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const LaunchOptions& o) {
+  install_launcher_signals();
+  if (s.fleet_only)
+    throw ScenarioError(fmt::format("{}: fleet-only scenario (fleet_only: true, world_size {}): it is for the fleet "
+                                    "simulator, not local processes: flatline simulate {}",
+                                    s.source, s.world_size, s.source));
+  if (const std::string why = local_world_refusal(s, this_machine(), o.oversubscribe); !why.empty())
+    throw ScenarioError(why);
   LaunchResult res;
   const double start = wall_now();
-  // A new run replaces an old one, but never a directory that is not a flatline run directory.
-  if (!o.replay && fs::exists(o.run_dir) && !fs::is_empty(o.run_dir) && !fs::exists(o.run_dir + "/manifest.json"))
-    throw std::runtime_error(o.run_dir + ": exists and is not a flatline run directory (no manifest.json); "
-                                         "refusing to replace it: choose another --out or scenario name");
-  std::error_code ec;
-  if (!o.replay) fs::remove_all(o.run_dir, ec);
+  // A replay's directory was prepared by its caller (the checkpoint it starts from): locked, not emptied.
+  RunDirLock lock = o.replay ? lock_prepared_run_dir(o.run_dir) : claim_run_dir(o.run_dir);
   fs::create_directories(o.run_dir + "/telemetry");
-  std::ofstream(o.run_dir + "/scenario.yaml") << yaml_text;
+  fs::create_directories(o.run_dir + "/logs");
+  write_file_atomic(o.run_dir + "/scenario.yaml", yaml_text, "the scenario");
 
   Manifest& m = res.manifest;
   m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));
@@ -172,13 +460,12 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   cfg.world_size = s.world_size;
   Triage tri(cfg);
   if (o.live_print)
-    tri.on_finding([](const Finding& f) {
-      std::cout << fmt::format("  [live] step {} (t={:.1f}s): {}{} — {}\n", f.detected_step, f.detected_t, f.cause,
-                               f.rank >= 0 ? fmt::format(" (rank {})", f.rank) : "",
-                               f.evidence.empty() ? "" : f.evidence.front())
-                << std::flush;
+    tri.on_finding([&o](const Finding& f) {
+      say(o, fmt::format("  [live] step {} (t={:.1f}s): {}{} — {}\n", f.detected_step, f.detected_t, f.cause,
+                         f.rank >= 0 ? fmt::format(" (rank {})", f.rank) : "",
+                         f.evidence.empty() ? "" : f.evidence.front()));
     });
-  LiveFeed feed(o.replay ? std::vector<FaultTruth>{} : RunPlan(s).truths());
+  LiveFeed feed(o.replay ? std::vector<FaultTruth>{} : RunPlan(s).truths(), s.world_size);
   std::unique_ptr<DetectorFeed> detectors;
   if (!o.detectors.empty()) {
     FeedOptions fo;
@@ -194,23 +481,37 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   }
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
+  std::vector<std::string> warnings;
+  PhaseContext c{s, o, start, tri, feed, res, warnings};
 
-  auto codes = run_phase(s, o, start, o.start, tri, feed, res.first_error);
-  const bool restart = std::all_of(codes.begin(), codes.end(), [](int c) { return c == kExitRestart; });
-  if (restart) codes = run_phase(s, o, start, LaunchOptions::Start::resume, tri, feed, res.first_error);
-  tri.finish(feed.last_t);
+  auto codes = run_phase(c, o.start);
+  const bool restart = std::all_of(codes.begin(), codes.end(), [](int x) { return x == kExitRestart; });
+  if (restart && res.interrupted_by == 0) codes = run_phase(c, LaunchOptions::Start::resume);
+  if (o.progress) o.progress->done();
+  // Liveness is judged against the time the run ended, not its last record (a silent rank shows).
+  const double t_end = wall_now() - start;
+  tri.finish(t_end);
   res.diagnosis = tri.diagnosis();
   if (detectors) res.detector_outcomes = detectors->finish(wall_now() - start);
 
-  for (size_t i = 0; i < feed.onsets.size(); ++i) m.faults[i].onset_t = feed.onsets.onset_t(i);
-  m.status = res.first_error.empty() ? "completed" : "failed";
+  for (size_t i = 0; i < m.faults.size(); ++i) m.faults[i].onset_t = feed.onsets.onset_t(i);
+  m.status = res.interrupted_by ? "interrupted" : res.first_error.empty() ? "completed" : "failed";
   m.error = res.first_error;
   m.wall_s = wall_now() - start;
-  if (!o.replay) write_manifest(m, o.run_dir + "/manifest.json");
-  std::ofstream(o.run_dir + "/diagnosis.json") << to_json(res.diagnosis) << "\n";
-  if (!feed.warnings.empty()) {
-    std::ofstream w(o.run_dir + "/telemetry_warnings.txt");
-    for (const auto& x : feed.warnings) w << x << "\n";
+  warnings.insert(warnings.end(), feed.warnings.begin(), feed.warnings.end());
+  auto attempt = [&](const std::function<void()>& write) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      res.write_errors.push_back(e.what());
+    }
+  };
+  if (!o.replay) attempt([&] { write_manifest(m, o.run_dir + "/manifest.json"); });
+  attempt([&] { write_file_atomic(o.run_dir + "/diagnosis.json", to_json(res.diagnosis) + "\n", "the diagnosis"); });
+  if (!warnings.empty()) {
+    std::string text;
+    for (const auto& w : warnings) text += w + "\n";
+    attempt([&] { write_file_atomic(o.run_dir + "/telemetry_warnings.txt", text, "the telemetry warnings"); });
   }
   return res;
 }

@@ -6,10 +6,12 @@
 //   flatline worker SCENARIO          one rank (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or SLURM_*):
 //                                     what `run` starts, and what torchrun --no-python / srun start
 //   flatline step-time SCENARIO       median ms per optimizer step of the scenario's model on one rank
+// `flatline --version` prints the version; a usage error (an unknown option, a missing argument) exits 2.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -54,13 +56,7 @@ void PlacementArgs::apply(Scenario& s) const {
   if (given()) set_placement(s, device.empty() ? s.device : device, process_group, "--device/--process-group");
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ScenarioError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text_file(const std::string& path) { return read_scenario_file(path); }
 
 }  // namespace flatline::cli
 
@@ -77,7 +73,18 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(d.name, d.help);
     runs.emplace_back(sub, d.setup(*sub));
   }
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and the usage hint
+    return 2;     // a usage error, as POSIX utilities exit (CLI11's own codes start at 100)
+  }
   try {
     for (auto& [sub, run] : runs)
       if (sub->parsed()) return run();

@@ -4,6 +4,7 @@
 // (cli/cmd_worker.cpp -> sim/trainer.cpp), started by that launcher, by torchrun --no-python or by srun.
 // The fleet simulator (sim/simulate/) reproduces the same timing. One named constant each.
 #pragma once
+#include <csignal>
 
 namespace flatline {
 
@@ -26,6 +27,10 @@ constexpr const char* kEnvRunT0 = "FLATLINE_RUN_T0";
 constexpr const char* kEnvThreads = "FLATLINE_THREADS";
 constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;  // torchrun's default
+// The network interface Gloo binds (torch.distributed's own variable, ProcessGroupGloo
+// createDeviceForInterface). Unset: the local address of the route to MASTER_ADDR (core/net.h), so
+// ranks on separate hosts are reachable without it and a single host stays on loopback.
+constexpr const char* kEnvGlooSocketIfname = "GLOO_SOCKET_IFNAME";
 
 // ---- exit status of a rank -----------------------------------------------------------------------
 constexpr int kExitOk = 0;             // trained to the last step
@@ -35,6 +40,18 @@ constexpr int kExitParamMismatch = 4;  // finished, but parameters differed acro
 constexpr int kExitInvariant = 5;      // a broken invariant (FLATLINE_CHECK, core/check.h): a bug
 constexpr int kExitInternal = 6;       // any other unexpected exception: a bug without a check
 constexpr int kExitExecFailed = 127;   // the launcher could not exec the worker (the shell's convention)
+// A RankError's last line says its kind: `rank N failed [comm]: ...`. A collective that failed is most
+// often a consequence (a peer died of a full disk, a bad checkpoint, a signal): when several ranks fail,
+// the launcher reports a failure of another kind over a [comm] one that it happened to reap first.
+constexpr const char* kCommFailureMark = "failed [comm]: ";
+// Bad input, before any training: a scenario the loader refuses, an environment variable that is not
+// what the protocol says (RANK=abc, RANK >= WORLD_SIZE), a usage error on the command line. The same
+// status as a RankError: either way this rank cannot go on, and its last line says why.
+constexpr int kExitUsage = 2;
+// Stopped by a signal (SIGTERM, SIGINT, SIGHUP; the launcher's death arrives as SIGTERM): 128 + the
+// signal number, as a shell reports a process killed by it (130 for SIGINT, 143 for SIGTERM). Both a
+// worker and the launcher (`flatline run`, `flatline score`) exit so, after flushing what they wrote.
+constexpr int kExitSignalBase = 128;
 
 // ---- joining ---------------------------------------------------------------------------------------
 // How long a rank waits for every rank to reach the store (TCPStore's timeout) when the collective
@@ -50,5 +67,34 @@ constexpr double kHangPastTimeoutS = 10;
 // this long after that (start-up and checkpoint slack). So a run with a dead or hung rank ends within
 // collective_timeout_s + kKillGraceS of the first failure.
 constexpr double kKillGraceS = 20;
+
+// ---- signals and the launcher's death ---------------------------------------------------------------
+// SIGTERM, SIGINT and SIGHUP to the launcher are forwarded to every rank (as torchrun forwards them to
+// its worker group). A rank that receives one writes an `interrupted` event, drains its telemetry and
+// exits kExitSignalBase + the signal. The launcher waits this long for them, then SIGKILLs the rest: a
+// rank needs milliseconds, and a CI runner or `docker stop` allows 10 s between SIGTERM and SIGKILL
+// for the whole job. A second signal to the launcher (a second Ctrl-C) kills every rank at once.
+constexpr double kInterruptGraceS = 5;
+// A rank started by flatline's launcher gets this signal when the launcher dies, even by SIGKILL
+// (prctl PR_SET_PDEATHSIG, set between fork and exec): it then leaves as for a forwarded SIGTERM.
+// Ranks started by torchrun or srun rely on those launchers, and on the collective timeout.
+constexpr int kParentDeathSignal = SIGTERM;
+
+// ---- the launcher's progress watchdog -------------------------------------------------------------
+// Every rank writes a heartbeat each heartbeat_s whatever training does, so a run from which no record
+// at all arrives is stopped (a paused host, SIGSTOP, a frozen file system), not merely slow. The
+// launcher, on its own clock, ends a run when no rank has written any record for
+//   stall_bound_s = max(kStallHeartbeats x heartbeat_s, collective_timeout_s, kStallMinS)
+// (ten missed heartbeats, never sooner than the ranks themselves would declare a peer dead, nor than a
+// loaded machine may deschedule a process), and before a phase's first record for kJoinTimeoutS +
+// stall_bound_s (start-up: loading, joining). The detectors name a silent rank sooner
+// (detectors/run_not_alive.cpp: ten heartbeat intervals): the diagnosis comes first, then the stop.
+constexpr double kStallHeartbeats = 10;
+constexpr double kStallMinS = 5;
+inline double stall_bound_s(double heartbeat_s, double collective_timeout_s) {
+  double b = heartbeat_s * kStallHeartbeats;
+  if (collective_timeout_s > b) b = collective_timeout_s;
+  return b > kStallMinS ? b : kStallMinS;
+}
 
 }  // namespace flatline

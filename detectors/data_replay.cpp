@@ -40,7 +40,7 @@ constexpr int kRepeats = 2;     // repeats within the window that fire
 // is not recognised.
 constexpr size_t kHashBudget = size_t{1} << 20, kMinPerRank = 1024;
 
-class DataReplay : public Detector {
+class DataReplay final : public Detector {
  public:
   explicit DataReplay(const DetectorConfig& c)
       : gate_(c.world_size, /*exact_positions=*/true),
@@ -48,6 +48,10 @@ class DataReplay : public Detector {
   const char* cause() const override { return "data_replay"; }
   bool expensive() const override { return true; }  // a hash table per rank
 
+  // The triage's blocks without a virtual call per record.
+  void observe_block(const Record* rs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) DataReplay::observe(rs[i]);
+  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;
     any_steps_ = true;
@@ -86,7 +90,8 @@ class DataReplay : public Detector {
     std::optional<int64_t> position, position_step;  // the last samples_seen and its step
     bool hashed = false;                             // this rank logs batch hashes
     std::optional<HashHistory> first_seen;  // hash -> step it was first seen at (the latest per_rank_)
-    std::vector<Seen> last;                 // the last kWindow hashed records
+    Seen last[kWindow];                     // the last kWindow hashed records, oldest first
+    size_t n_last = 0;
   };
 
   void on_hash(const Record& r, Rank& s) {
@@ -97,13 +102,16 @@ class DataReplay : public Detector {
     const bool repeat = !inserted && seen_step != r.step;  // same step again = a restart re-running it
     if (repeat) ++s.repeats;
     if (inserted) ++s.distinct;
-    if (s.last.size() == kWindow) s.last.erase(s.last.begin());
-    s.last.push_back({repeat, r.step, seen_step, h});
+    if (s.n_last == kWindow) {
+      for (size_t i = 1; i < kWindow; ++i) s.last[i - 1] = s.last[i];
+      --s.n_last;
+    }
+    s.last[s.n_last++] = {repeat, r.step, seen_step, h};
     if (!repeat) return;
     int n = 0;
     const Seen* first = nullptr;
     size_t first_i = 0;
-    for (size_t i = 0; i < s.last.size(); ++i)
+    for (size_t i = 0; i < s.n_last; ++i)
       if (s.last[i].repeat && n++ == 0) {
         first = &s.last[i];
         first_i = i;
@@ -112,7 +120,7 @@ class DataReplay : public Detector {
     gate_.offer(r.rank, static_cast<double>(s.ordinal),
                 Finding{cause(), -1, first->step, r.step, r.t, 0.9,
                         {fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",
-                                     r.step, seen_step, hex(h), n, s.last.size() - first_i),
+                                     r.step, seen_step, hex(h), n, s.n_last - first_i),
                          fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r.rank,
                                      first->step, first->first_step)}});
   }

@@ -49,7 +49,15 @@ class Detector {
   virtual ~Detector() = default;
   virtual const char* cause() const = 0;
   virtual void observe(const Record& r) = 0;
-  // End of stream at time t_end (the run ended or the replay reached EOF).
+  // The same as observe() on each record in order; a detector may override it with a tighter loop.
+  virtual void observe_block(const Record* records, size_t n) {
+    for (size_t i = 0; i < n; ++i) observe(records[i]);
+  }
+  // The stream's clock has reached `now` (run time) with no further record: a live launcher says so
+  // every poll, so a detector can judge silence (every rank stopped) on the launcher's clock.
+  virtual void advance(double /*now*/) {}
+  // End of stream at time t_end (the run ended or the replay reached EOF); liveness is judged against
+  // t_end, not against the last record.
   virtual void finish(double /*t_end*/) {}
   virtual std::optional<Finding> finding() const = 0;
   virtual CheckResult check() const = 0;

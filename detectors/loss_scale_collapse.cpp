@@ -65,11 +65,15 @@ constexpr int kFloorOverflows = 3;     // overflows in a row at an unchanged (or
 constexpr double kZeroRise = 0.05;     // grad_zero_frac above its level at scale >= 1
 constexpr int kFalls = 2;              // consecutive falling records below 1 (no overflow flags)
 
-class LossScaleCollapse : public Detector {
+class LossScaleCollapse final : public Detector {
  public:
   explicit LossScaleCollapse(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
   const char* cause() const override { return "loss_scale_collapse"; }
 
+  // The triage's blocks without a virtual call per record.
+  void observe_block(const Record* rs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) LossScaleCollapse::observe(rs[i]);
+  }
   void observe(const Record& r) override {
     if (r.kind == RecordKind::event && r.rank >= 0 && r.name == "error" && min_scale_error(r.detail)) {
       Rank& s = ranks_[r.rank];
@@ -149,9 +153,12 @@ class LossScaleCollapse : public Detector {
     const bool overflow = r.overflow.value_or(r.skipped.value_or(false));
     const bool bad = overflow || r.skipped.value_or(false);
     if (overflow) s.fp16 = true;
-    const std::string zero = finite(r.grad_zero_frac) && *r.grad_zero_frac >= 0.01
-                                 ? fmt::format(", {:.0f}% of grads zero", 100 * *r.grad_zero_frac)
-                                 : "";
+    // for the evidence only: formatted when it fires, not on every step
+    auto zero = [&r] {
+      return finite(r.grad_zero_frac) && *r.grad_zero_frac >= 0.01
+                 ? fmt::format(", {:.0f}% of grads zero", 100 * *r.grad_zero_frac)
+                 : std::string();
+    };
     // --- (a) a streak of skipped steps
     if (bad) {
       ++s.skipped_total;
@@ -172,7 +179,7 @@ class LossScaleCollapse : public Detector {
       if (fires && s.fp16) {
         std::vector<std::string> ev{
             fmt::format("loss scale {} -> {} over steps {}..{}, {} steps skipped{}{}", scale(s.streak_scale0),
-                        scale(s.scale), s.streak_first, r.step, s.streak, zero,
+                        scale(s.scale), s.streak_first, r.step, s.streak, zero(),
                         !s.streak_initial                ? ""
                         : s.streak > kInitialSearchMax ? " (initial scale search never ends)"
                                                        : " (initial scale search down to its floor)")};
@@ -199,17 +206,18 @@ class LossScaleCollapse : public Detector {
       if (s.underflow >= kLowSteps && s.fp16)
         fire(r, s, s.low_first, 0.9,
              {fmt::format("loss scale {} -> {} since step {}; gradients underflow{}{}", scale(s.low_scale0),
-                         scale(*r.loss_scale), s.low_first, zero,
+                         scale(*r.loss_scale), s.low_first, zero(),
                          finite(r.grad_norm) ? ", grad_norm " + num(*r.grad_norm) : "")});
     } else if (finite(r.loss_scale)) {
       s.low_first = -1;
       s.underflow = 0;
     }
-    more_rules(r, s, bad, prev_scale, zero);
+    more_rules(r, s, bad, prev_scale, zero);  // zero: formatted only when a rule fires
   }
 
   // (c) floor, (e) clamp, (f) rising zeros, (g) a fall below 1 without flags (the header's list).
-  void more_rules(const Record& r, Rank& s, bool bad, double prev_scale, const std::string& zero) {
+  template <class Zero>
+  void more_rules(const Record& r, Rank& s, bool bad, double prev_scale, const Zero& zero) {
     const bool advanced = s.prev_step < 0 || r.step > s.prev_step;
     const std::optional<double> ls = finite(r.loss_scale) ? r.loss_scale : std::nullopt;
     if (!advanced) {  // a restart re-runs steps: the scales before it say nothing about this one
@@ -241,7 +249,7 @@ class LossScaleCollapse : public Detector {
           !*r.overflow && !r.skipped.value_or(false))
         fire(r, s, r.step, 0.9,
              {fmt::format("loss scale {} -> {} at step {} with no overflow: the scaler is clamped{}", scale(*s.prev_scale),
-                          scale(*ls), r.step, zero)});
+                          scale(*ls), r.step, zero())});
       // (f)
       if (*ls >= kLowScale) {
         if (finite(r.grad_zero_frac)) s.zero_base = *r.grad_zero_frac;

@@ -58,10 +58,19 @@ void Plateau::observe(const Record& r) {
   if (r.loss_avg && std::isfinite(*r.loss_avg)) v = {r.rank, *r.loss_avg};
   else if (r.loss && std::isfinite(*r.loss)) v = {kOwnLoss + r.rank, *r.loss};
   if (v.priority < 0) return;
+  if (has_last_ && last_->first == r.step) {
+    if (v.priority <= last_->second.priority) last_->second = v;
+    return;
+  }
   if (head_.size() < kHead && (head_.empty() || r.step > head_.back().first)) head_.emplace_back(r.step, v.v);
   auto [it, inserted] = series_.try_emplace(r.step, v);  // no node allocated for a step already there
   if (!inserted && v.priority <= it->second.priority) it->second = v;  // same source again: a restart's value
-  while (series_.size() > kMaxSteps) series_.erase(series_.begin());
+  last_ = it;
+  has_last_ = true;
+  while (series_.size() > kMaxSteps) {
+    if (series_.begin() == last_) has_last_ = false;
+    series_.erase(series_.begin());
+  }
 }
 
 PlateauStatus Plateau::status() const {

@@ -16,17 +16,36 @@
 
 namespace flatline::detail {
 
-inline bool pause_phase(const std::string& p) { return p == "checkpoint" || p == "eval"; }
-inline bool training_phase(const std::string& p) {
-  return p == "data" || p == "compute" || p == "collective" || p == "optimizer";
+// The watchdog's phases (docs/DESIGN.md §3) as small ids, so a heartbeat costs no string compare
+// after one classification. Other names (a foreign log's) get ids from kOtherPhase up, per detector.
+enum PhaseId : uint8_t { kPhaseData, kPhaseCompute, kPhaseCollective, kPhaseOptimizer, kPhaseCheckpoint, kPhaseEval,
+                         kPhaseNone, kOtherPhase };
+inline const char* const kPhaseNames[] = {"data", "compute", "collective", "optimizer", "checkpoint", "eval", ""};
+inline uint8_t known_phase(const std::string& p) {  // kOtherPhase when not one of the watchdog's
+  switch (p.size()) {
+    case 0: return kPhaseNone;
+    case 4: return p == "data" ? kPhaseData : p == "eval" ? kPhaseEval : kOtherPhase;
+    case 7: return p == "compute" ? kPhaseCompute : kOtherPhase;
+    case 9: return p == "optimizer" ? kPhaseOptimizer : kOtherPhase;
+    case 10: return p == "collective" ? kPhaseCollective : p == "checkpoint" ? kPhaseCheckpoint : kOtherPhase;
+    default: return kOtherPhase;
+  }
 }
+inline bool pause_phase(uint8_t id) { return id == kPhaseCheckpoint || id == kPhaseEval; }
+inline bool training_phase(uint8_t id) { return id <= kPhaseOptimizer; }
 inline double later(double a, double b) { return !std::isfinite(a) ? b : !std::isfinite(b) ? a : std::max(a, b); }
 
 struct RankClock {
   static constexpr double kDefaultHeartbeat = 0.5;  // s, until two heartbeats are seen
   static constexpr double kDeadGap = 2.0;           // s: a heartbeat gap this long and
   static constexpr double kDeadBeats = 4.0;         //    this many intervals: a new process
-  static constexpr size_t kPhaseHistory = 4096;     // heartbeats kept for the evidence line
+  // Heartbeats kept for the evidence line: kPhaseBudget over all ranks, between kMinPhaseHistory and
+  // kMaxPhaseHistory per rank (4096 at 1024 ranks, 256 at 16,384: 9 bytes each, 37 MB).
+  static constexpr size_t kPhaseBudget = size_t{1} << 22, kMinPhaseHistory = 64, kMaxPhaseHistory = 4096;
+  static size_t phase_history(int world) {
+    const size_t per = world > 0 ? kPhaseBudget / static_cast<size_t>(world) : kMaxPhaseHistory;
+    return std::clamp(per, kMinPhaseHistory, kMaxPhaseHistory);
+  }
 
   int64_t last_step = 0, step_records = 0, since_start = 0;  // since_start: step records since a (re)start
   double last_step_t = std::nan(""), first_t = std::nan(""), latest_t = std::nan("");
@@ -34,18 +53,21 @@ struct RankClock {
   double last_hb_t = std::nan(""), pause_t = std::nan("");
   bool window = false, eval_window = false;  // inside checkpoint_save..next step / eval_start..eval_end
   bool stall_reported = false;               // a late heartbeat was reported since the last step
+  bool ended = false;                        // its last record ends its stream (run_end, error, ...)
+  bool stopped = false;                      // ...and that was the launcher's `stopped`: it had gone silent
+  bool silence_offered = false;              // a silence candidate was offered since its last record
   // stale logging: the current run of step records with the same logged step
   int64_t stale_step = 0;
   int stale_n = 0;
   double stale_t0 = std::nan(""), prev_t = std::nan("");
   std::optional<int64_t> prev_opt, opt0;
-  // (t, phase) of the last kPhaseHistory heartbeats, oldest at phase_head once full; phases are
-  // interned per rank (a handful of distinct names) so a heartbeat stores no string.
-  std::vector<std::pair<double, uint16_t>> phases;
-  size_t phase_head = 0;
-  std::vector<std::string> phase_names;
+  // (t, phase id) of the last phase_cap heartbeats, oldest at phase_head once full.
+  std::vector<double> phase_t;
+  std::vector<uint8_t> phase_id;
+  size_t phase_head = 0, phase_cap = kMaxPhaseHistory;
 
   double heartbeat_interval() const { return hb_iv.size() ? hb_iv.median() : kDefaultHeartbeat; }
+  bool beats() const { return std::isfinite(last_hb_t); }  // its watchdog has written a heartbeat
   // The time the step deadline counts from: the last step or the end of the last pause.
   double reference() const {
     const double ref = later(last_step_t, pause_t);
@@ -91,9 +113,9 @@ struct RankClock {
     return stale_n;
   }
 
-  // A heartbeat with a finite t. Returns false while the rank is paused (phase checkpoint/eval,
-  // inside a pause window), true when its step deadline applies.
-  bool on_heartbeat(const Record& r) {
+  // A heartbeat with a finite t and its phase id. Returns false while the rank is paused (phase
+  // checkpoint/eval, inside a pause window), true when its step deadline applies.
+  bool on_heartbeat(const Record& r, uint8_t phase) {
     // gap > max(kDeadGap, kDeadBeats x interval), the median only when the gap exceeds kDeadGap
     const double gap = r.t - last_hb_t;
     if (std::isfinite(last_hb_t) && gap > kDeadGap && gap > kDeadBeats * heartbeat_interval())
@@ -101,13 +123,13 @@ struct RankClock {
     else if (std::isfinite(last_hb_t) && r.t > last_hb_t)
       hb_iv.push(r.t - last_hb_t);
     last_hb_t = r.t;
-    remember_phase(r.t, r.phase);
-    if (pause_phase(r.phase)) {
+    remember_phase(r.t, phase);
+    if (pause_phase(phase)) {
       pause_t = r.t;
       return false;
     }
     if (window) {
-      if (eval_window || !training_phase(r.phase)) return false;
+      if (eval_window || !training_phase(phase)) return false;
       window = false;  // back to training after a checkpoint save: the deadline restarts here
       pause_t = r.t;
     }
@@ -129,27 +151,23 @@ struct RankClock {
     }
   }
 
-  void remember_phase(double t, const std::string& phase) {
-    uint16_t id = 0;
-    while (id < phase_names.size() && phase_names[id] != phase) ++id;
-    if (id == phase_names.size()) {
-      if (phase_names.size() == 0xffff) id = 0;  // absurdly many names: lump them (evidence only)
-      else phase_names.push_back(phase);
-    }
-    if (phases.size() < kPhaseHistory) {
-      phases.emplace_back(t, id);
+  void remember_phase(double t, uint8_t id) {
+    if (phase_t.size() < phase_cap) {
+      phase_t.push_back(t);
+      phase_id.push_back(id);
     } else {
-      phases[phase_head] = {t, id};
-      phase_head = (phase_head + 1) % kPhaseHistory;
+      phase_t[phase_head] = t;
+      phase_id[phase_head] = id;
+      phase_head = phase_head + 1 == phase_cap ? 0 : phase_head + 1;
     }
   }
 
-  // The phase of the latest heartbeat at or before t (nullopt when none).
-  std::optional<std::string> phase_at(double t) const {
-    const size_t n = phases.size();
+  // The phase id of the latest heartbeat at or before t (nullopt when none is remembered).
+  std::optional<uint8_t> phase_at(double t) const {
+    const size_t n = phase_t.size();
     for (size_t k = 0; k < n; ++k) {  // newest first
-      const auto& p = phases[(phase_head + n - 1 - k) % n];
-      if (p.first <= t) return phase_names[p.second];
+      const size_t i = (phase_head + n - 1 - k) % n;
+      if (phase_t[i] <= t) return phase_id[i];
     }
     return std::nullopt;
   }

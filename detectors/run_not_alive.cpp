@@ -25,6 +25,13 @@
 //   error: an `error` event whose detail mentions a timeout, a collective or a dead peer (timed out,
 //     nccl, gloo, allreduce, barrier, watchdog, peer died, torch.distributed.elastic's ChildFailedError,
 //     ...) is a candidate at its own t.
+//   silence: a rank whose watchdog beats writes nothing at all for max(10 heartbeat intervals, 2 s),
+//     judged against the stream's clock: the launcher's (advance(now), every poll while it runs), the
+//     end of the run (finish(t_end)), or the `stopped` event the launcher appends for a rank that it
+//     killed or that died. Heartbeats go on whatever training does, so ten missing ones mean the process
+//     is stopped (SIGSTOP, a paused host) or cannot write. detected_t = its last record + the bound; the
+//     finding names the rank. A rank whose stream ended (run_end, error, interrupted, stopped,
+//     stop_for_restart) is never silent.
 // False-positive guards: checkpoint and eval pauses (heartbeat phase checkpoint/eval, or inside a
 //   checkpoint_save..next step / eval_start..eval_end window; the deadline restarts when the pause
 //   ends); a restart (stop_for_restart, the gap without heartbeats and the new process's start-up
@@ -35,7 +42,10 @@
 //   rank's records arrive first depends on the interleaving); the earliest candidate (t, then rank)
 //   is committed once every rank's records have passed that t (RankGate), so the finding does not
 //   depend on how the ranks interleave. A dead rank stops waiting at finish(); its peers, stuck in
-//   the collective, keep beating and fire on their own. Per-rank bookkeeping: rank_clock.h.
+//   the collective, keep beating and fire on their own. advance(now) also moves every rank to
+//   now - kVisibleLatencyS (a record is on disk within milliseconds of its t, and the launcher reads
+//   it within one poll), so a silent rank does not hold a candidate back forever; the evidence names
+//   the ranks silent at the detection. Per-rank bookkeeping: rank_clock.h.
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -59,6 +69,18 @@ constexpr double kSlackSteps = 3.0;      // typical steps of slack
 // (a collective timeout) to minutes.
 constexpr double kMinStallS = 2.0;
 constexpr int kStaleRepeats = 3;         // same logged step this many records in a row
+constexpr double kSilentBeats = 10;      // heartbeat intervals without any record: a silent rank
+constexpr double kMinSilenceS = 2.0;     // s: and at least this (a loaded machine deschedules for ~1 s)
+constexpr double kVisibleLatencyS = 1.0; // s: a record with t is visible to a live reader by t + this
+constexpr double kSilentNamedBeats = 2;  // evidence: a rank silent this many intervals at the detection
+
+bool ends_stream(const std::string& event) {
+  return event == "run_end" || event == "error" || event == "interrupted" || event == "stopped" ||
+         event == "stop_for_restart";
+}
+bool starts_stream(const std::string& event) {
+  return event == "run_start" || event == "resume" || event == "checkpoint_load";
+}
 
 bool mentions_hang(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -69,19 +91,38 @@ bool mentions_hang(std::string s) {
   return false;
 }
 
-enum class Kind { hang, stale, error };
+enum class Kind { hang, stale, error, silent };
 
-class RunNotAlive : public Detector {
+class RunNotAlive final : public Detector {
  public:
-  explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false) {}
+  explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false), world_(c.world_size) {}
   const char* cause() const override { return "run_not_alive"; }
 
+  // The triage's blocks without a virtual call per record.
+  void observe_block(const Record* rs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) RunNotAlive::observe(rs[i]);
+  }
   void observe(const Record& r) override {
     if (r.rank < 0) return;
     any_records_ = true;
     gate_.see(r.rank);
     RankClock& s = ranks_[r.rank];
     const bool has_t = finite(r.t);
+    if (r.kind == RecordKind::event && r.name == "stopped") {  // the launcher's word, not the rank's
+      if (has_t) {
+        silence_check(r.rank, s, r.t);
+        gate_.advance(r.rank, r.t);
+      }
+      s.ended = s.stopped = true;
+      if (gate_.poll()) commit(std::nan(""));
+      return;
+    }
+    s.stopped = false;
+    // A stream ends with its end event; stray heartbeats of the exiting process do not reopen it, a
+    // step or a new process's start does.
+    if (r.kind == RecordKind::event && ends_stream(r.name)) s.ended = true;
+    else if (r.kind == RecordKind::step || (r.kind == RecordKind::event && starts_stream(r.name))) s.ended = false;
+    s.silence_offered = false;
     if (has_t) {
       any_t_ = true;
       s.clock(r.t);
@@ -90,7 +131,9 @@ class RunNotAlive : public Detector {
       if (s.on_step(r) == kStaleRepeats) offer_stale(r, s);
     } else if (r.kind == RecordKind::heartbeat) {
       any_hb_ = true;
-      if (has_t && s.on_heartbeat(r)) check_deadline(r, s);
+      if (s.phase_t.empty()) s.phase_cap = RankClock::phase_history(world_);
+      const uint8_t phase = intern(r.phase);
+      if (has_t && s.on_heartbeat(r, phase)) check_deadline(r, s, phase);
     } else if (r.kind == RecordKind::event) {
       const double t = has_t ? r.t : s.latest_t;
       s.on_event(r, t);
@@ -105,11 +148,22 @@ class RunNotAlive : public Detector {
       s.latest_t = later(s.latest_t, r.t);
       gate_.advance(r.rank, r.t);
     }
-    if (gate_.poll()) commit();
+    if (gate_.poll()) commit(std::nan(""));
   }
 
-  void finish(double) override {
-    if (gate_.flush()) commit();  // a pending candidate; the end of the stream itself is no hang
+  void advance(double now) override {
+    if (final_ || !finite(now)) return;
+    ranks_.for_each([&](int rank, RankClock& s) {
+      silence_check(rank, s, now);
+      gate_.advance(rank, now - kVisibleLatencyS);
+    });
+    if (gate_.poll()) commit(now);
+  }
+
+  void finish(double t_end) override {
+    if (!final_ && finite(t_end)) ranks_.for_each([&](int rank, RankClock& s) { silence_check(rank, s, t_end); });
+    // a pending candidate; the end of the stream itself is no hang
+    if (gate_.flush()) commit(t_end);
   }
   std::optional<Finding> finding() const override { return final_; }
 
@@ -149,7 +203,21 @@ class RunNotAlive : public Detector {
   }
 
   // hang: a heartbeat later than the rank's step deadline.
-  void check_deadline(const Record& r, RankClock& s) {
+  // A phase's id: one of the watchdog's, or another name remembered once for this detector.
+  uint8_t intern(const std::string& p) {
+    const uint8_t k = known_phase(p);
+    if (k != kOtherPhase) return k;
+    for (size_t i = 0; i < other_phases_.size(); ++i)
+      if (other_phases_[i] == p) return static_cast<uint8_t>(kOtherPhase + i);
+    if (other_phases_.size() >= 255 - kOtherPhase) return kPhaseNone;  // absurdly many names: evidence only
+    other_phases_.push_back(p);
+    return static_cast<uint8_t>(kOtherPhase + other_phases_.size() - 1);
+  }
+  std::string phase_name(uint8_t id) const {
+    return id < kOtherPhase ? kPhaseNames[id] : other_phases_[static_cast<size_t>(id - kOtherPhase)];
+  }
+
+  void check_deadline(const Record& r, RankClock& s, uint8_t phase) {
     if (s.stall_reported) return;
     const double ref = s.reference();
     const bool warm = s.step_iv.size() >= kMinIntervals && s.since_start >= 1;
@@ -162,7 +230,7 @@ class RunNotAlive : public Detector {
     const double med = s.step_iv.median();
     // Without a phase a pause cannot be told from a hang: only the start-up bound is safe.
     const double bound = std::max(warm ? std::max(kMinStallS, kSlackSteps * med + s.heartbeat_interval()) : kFallbackBound,
-                                  training_phase(r.phase) ? 0.0 : kFallbackBound);
+                                  training_phase(phase) ? 0.0 : kFallbackBound);
     if (!(r.t > ref + bound)) return;
     s.stall_reported = true;
     const double since = r.t - (finite(s.last_step_t) ? s.last_step_t : ref);
@@ -171,6 +239,24 @@ class RunNotAlive : public Detector {
     line += warm ? fmt::format(" (median step {})", secs(med))
                  : fmt::format(" (start-up bound {})", secs(kFallbackBound));
     offer(r.rank, r.t, finding(s, r.t, 0.9, line), Kind::hang);
+  }
+
+  // silence: nothing from a beating rank for the bound, at the stream's clock `now`.
+  static double silence_bound(const RankClock& s) {
+    return std::max(kSilentBeats * s.heartbeat_interval(), kMinSilenceS);
+  }
+  void silence_check(int rank, RankClock& s, double now) {
+    if (s.ended || s.silence_offered || !s.beats() || !finite(s.latest_t)) return;
+    const double bound = silence_bound(s);
+    if (!(now - s.latest_t > bound)) return;
+    s.silence_offered = true;
+    const double t = s.latest_t + bound;
+    offer(rank, t,
+          finding(s, t, 0.9,
+                  fmt::format("rank {} wrote nothing for {} after t={} (heartbeats every {}): the process is stopped "
+                              "(SIGSTOP, a paused host) or cannot write",
+                              rank, secs(now - s.latest_t), secs(s.latest_t), secs(s.heartbeat_interval()))),
+          Kind::silent);
   }
 
   // stale logging: the logged step is frozen, so the detected step is the estimated true one.
@@ -185,6 +271,7 @@ class RunNotAlive : public Detector {
   }
 
   void offer(int rank, double pos, Finding f, Kind k) {
+    if (k == Kind::silent) f.rank = rank;  // the silent rank is the one to look at
     gate_.offer(rank, pos, std::move(f));
     if (gate_.candidate_rank() == rank && gate_.candidate_position() == (finite(pos) ? pos : gate_.position(rank)))
       kind_ = k;
@@ -204,23 +291,49 @@ class RunNotAlive : public Detector {
   }
 
   // The committed candidate, with every rank's heartbeat phase at its t (per-rank data: deterministic),
-  // the odd ones out first: "rank 1 phase=compute, ranks 0,2,3 phase=collective".
-  void commit() {
+  // the odd ones out first: "rank 1 phase=compute, ranks 0,2,3 phase=collective"; and the ranks that
+  // have written nothing since before it, for kSilentNamedBeats intervals by `clock` (NaN: the detection):
+  // "rank 1 silent since t=12.31 s" (a stopped host, not a rank stuck in compute).
+  void commit(double clock) {
     final_ = gate_.finding();
     if (!final_ || kind_ == Kind::stale || !any_hb_) return;
     std::map<std::string, std::vector<int>> by_phase;
-    for (const auto& [rank, s] : ranks_)
-      if (auto ph = s.phase_at(final_->detected_t)) by_phase[ph->empty() ? "?" : *ph].push_back(rank);
+    std::vector<std::pair<int, double>> silent;
+    int beating = 0;
+    const double at = final_->detected_t;
+    // Record-driven commits judge at the detection itself, so that the evidence does not depend on how
+    // far the other ranks' records have been read; the launcher's clock and the end of the run are facts.
+    const double now = finite(clock) ? clock : at;
+    for (const auto& [rank, s] : ranks_) {
+      // silent: nothing since before the detection, and nothing for two heartbeats by now
+      if ((!s.ended || s.stopped) && s.beats() && finite(s.latest_t) && s.latest_t < at &&
+          now - s.latest_t > kSilentNamedBeats * s.heartbeat_interval()) {
+        silent.emplace_back(rank, s.latest_t);
+        continue;
+      }
+      ++beating;
+      if (auto ph = s.phase_at(at)) by_phase[*ph == kPhaseNone ? "?" : phase_name(*ph)].push_back(rank);
+    }
     std::vector<std::pair<std::string, std::vector<int>>> groups(by_phase.begin(), by_phase.end());
     std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
       return a.second.size() != b.second.size() ? a.second.size() < b.second.size() : a.second[0] < b.second[0];
     });
-    std::string line = kind_ == Kind::hang ? "heartbeats continue; " : "";
+    std::string line = kind_ == Kind::hang && beating ? "heartbeats continue; " : "";
     for (size_t i = 0; i < groups.size(); ++i) {
       const auto& [ph, rs] = groups[i];
       line += fmt::format("{}{} {} phase={}", i ? ", " : "", rs.size() > 1 ? "ranks" : "rank", rank_ranges(rs), ph);
     }
-    if (!groups.empty()) final_->evidence.front() += "; " + line;
+    if (!silent.empty() && beating == 0) {
+      double since = silent.front().second;
+      for (const auto& [r, t] : silent) since = std::max(since, t);
+      line += fmt::format("{}no rank has written a record since t={}", line.empty() ? "" : "; ", secs(since));
+    } else if (!silent.empty()) {
+      std::vector<int> rs;
+      for (const auto& [r, t] : silent) rs.push_back(r);
+      line += fmt::format("{}{} {} silent since t={}", line.empty() ? "" : "; ", rs.size() > 1 ? "ranks" : "rank",
+                          rank_ranges(rs), secs(silent.front().second));
+    }
+    if (!line.empty()) final_->evidence.front() += "; " + line;
   }
 
   PerRank<RankClock> ranks_;
@@ -228,6 +341,8 @@ class RunNotAlive : public Detector {
   Kind kind_ = Kind::hang;
   std::optional<Finding> final_;
   bool any_records_ = false, any_t_ = false, any_hb_ = false;
+  int world_;
+  std::vector<std::string> other_phases_;  // phase names beyond the watchdog's, by id - kOtherPhase
 };
 
 }  // namespace

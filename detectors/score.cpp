@@ -46,6 +46,7 @@ double p95_nearest_rank(std::vector<double> v) {
 }
 
 std::string verdict(const RunScore& r) {
+  if (r.harness_error) return "ERROR";
   if (r.correct) return "ok";
   if (r.false_alarm) return "FALSE ALARM";
   return "MISS";
@@ -101,6 +102,14 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   const bool truth_healthy = is_healthy(r.truth_cause);
   const bool diag_healthy = is_healthy(d.cause);
 
+  // --- a harness error: the run itself did not do what the scenario asked ---
+  if ((m.status == "failed" && !m.failure_expected()) || m.status == "interrupted" || m.status == "running") {
+    r.harness_error = true;
+    r.expect_detail = fmt::format("harness error: run {} ({}): {}", m.status == "running" ? "never finished" : m.status,
+                                  expectation(m), m.error.empty() ? "no error recorded" : m.error);
+    return r;
+  }
+
   // --- the verdict ---
   if (truth_healthy) {
     r.correct = diag_healthy;
@@ -121,10 +130,7 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   // --- the scenario's expectation ---
   const std::string got = diag_healthy ? std::string(kHealthy)
                                        : fmt::format("{} at step {}", with_rank(d.cause, d.rank), d.detected_step);
-  if (m.status == "failed" && !m.failure_expected()) {
-    r.expect_met = false;
-    r.expect_detail = fmt::format("run failed ({}): {}", expectation(m), m.error.empty() ? "no error recorded" : m.error);
-  } else if (r.false_alarm) {
+  if (r.false_alarm) {
     r.expect_met = false;
     r.expect_detail = truth_healthy ? fmt::format("false alarm: {} on a healthy run", got)
                                     : fmt::format("false alarm: {} before active_from {}", got, r.active_from);
@@ -161,6 +167,11 @@ SuiteScore score_suite(std::vector<RunScore> runs) {
   int healthy_false_alarms = 0;
   std::map<std::string, std::vector<double>> lat_steps, lat_s;
   for (const auto& r : s.runs) {
+    if (r.harness_error) {
+      ++s.harness_errors;
+      ++s.expect_failures;
+      continue;
+    }
     const bool truth_healthy = is_healthy(r.truth_cause);
     const std::string diag = is_healthy(r.diagnosis.cause) ? kHealthy : r.diagnosis.cause;
     if (r.correct) ++s.correct;
@@ -177,7 +188,8 @@ SuiteScore score_suite(std::vector<RunScore> runs) {
     if (r.correct && r.latency_steps) steps.push_back(static_cast<double>(*r.latency_steps));
     if (r.correct && r.latency_s) secs.push_back(*r.latency_s);
   }
-  s.accuracy = s.runs.empty() ? 0.0 : static_cast<double>(s.correct) / static_cast<double>(s.runs.size());
+  const size_t scored = s.runs.size() - static_cast<size_t>(s.harness_errors);
+  s.accuracy = scored == 0 ? 0.0 : static_cast<double>(s.correct) / static_cast<double>(scored);
   // Per healthy run: alarms raised on clean runs only. Early alarms on faulty runs are in false_alarms
   // (and in each run's verdict) but have no healthy run to be divided by.
   s.false_alarms_per_healthy_run =
@@ -246,7 +258,11 @@ std::string render_table(const SuiteScore& s) {
 
   // --- aggregates ---
   const size_t n = s.runs.size();
-  fmt::format_to(w, "\naccuracy: {}/{} ({:.1f}%)\n", s.correct, n, 100.0 * s.accuracy);
+  fmt::format_to(w, "\naccuracy: {}/{} ({:.1f}%)", s.correct, n - static_cast<size_t>(s.harness_errors),
+                 100.0 * s.accuracy);
+  if (s.harness_errors)
+    fmt::format_to(w, "; {} run(s) in harness error, not scored (the run failed, not the detectors)", s.harness_errors);
+  out += '\n';
   int early = 0;
   for (const auto& r : s.runs)
     if (r.false_alarm && !is_healthy(r.truth_cause)) ++early;
@@ -316,6 +332,7 @@ std::string to_json(const SuiteScore& s) {
         {"result", verdict(r)},
         {"correct", r.correct},
         {"false_alarm", r.false_alarm},
+        {"harness_error", r.harness_error},
         {"latency_steps", r.latency_steps ? json(*r.latency_steps) : json(nullptr)},
         {"latency_s", r.latency_s ? num_or_null(*r.latency_s) : json(nullptr)},
         {"expect_met", r.expect_met},
@@ -331,7 +348,8 @@ std::string to_json(const SuiteScore& s) {
                   {"healthy_runs", s.healthy_runs},
                   {"false_alarms", s.false_alarms},
                   {"false_alarms_per_healthy_run", s.false_alarms_per_healthy_run},
-                  {"expect_failures", s.expect_failures}};
+                  {"expect_failures", s.expect_failures},
+                  {"harness_errors", s.harness_errors}};
   j["confusion"] = json::object();
   for (const auto& [t, row] : s.confusion)
     for (const auto& [d, k] : row) j["confusion"][t][d] = k;
@@ -352,10 +370,12 @@ std::string to_junit(const SuiteScore& s) {
   auto secs = [](double v) { return fmt::format("{:.3f}", std::isfinite(v) ? v : 0.0); };
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   auto w = std::back_inserter(out);
-  fmt::format_to(w, "<testsuites name=\"flatline\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{}\">\n",
-                 s.runs.size(), s.expect_failures, secs(total));
-  fmt::format_to(w, "  <testsuite name=\"flatline.score\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{}\">\n",
-                 s.runs.size(), s.expect_failures, secs(total));
+  // JUnit: a failure is the detectors' (an expectation missed), an error the harness's (the run failed).
+  const int failures = s.expect_failures - s.harness_errors;
+  fmt::format_to(w, "<testsuites name=\"flatline\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">\n",
+                 s.runs.size(), failures, s.harness_errors, secs(total));
+  fmt::format_to(w, "  <testsuite name=\"flatline.score\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"{}\">\n",
+                 s.runs.size(), failures, s.harness_errors, secs(total));
   for (const auto& r : s.runs) {
     const std::string cls = "flatline." + (is_healthy(r.truth_cause) ? std::string(kHealthy) : r.truth_cause);
     fmt::format_to(w, "    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"", xml_escape(cls), xml_escape(r.scenario),
@@ -370,8 +390,12 @@ std::string to_junit(const SuiteScore& s) {
                                    with_rank(r.truth_cause, r.truth_rank), with_rank(d.cause, d.rank),
                                    d.detected_step, d.confidence, r.run_status);
     for (const auto& e : d.evidence) body += "\n  " + e;
-    fmt::format_to(w, "      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml_escape(r.expect_detail),
-                   r.false_alarm ? "false_alarm" : "expect", xml_escape(body, /*attr=*/false));
+    if (r.harness_error)
+      fmt::format_to(w, "      <error message=\"{}\" type=\"harness\">{}</error>\n", xml_escape(r.expect_detail),
+                     xml_escape(body, /*attr=*/false));
+    else
+      fmt::format_to(w, "      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml_escape(r.expect_detail),
+                     r.false_alarm ? "false_alarm" : "expect", xml_escape(body, /*attr=*/false));
     out += "    </testcase>\n";
   }
   out += "  </testsuite>\n</testsuites>\n";

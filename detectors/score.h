@@ -2,6 +2,10 @@
 // rank, where it applies) matches the manifest's first fault and detection is at or after its
 // active_from; any diagnosis on a healthy run, or before active_from, is a false alarm.
 // Latency = detected_step - onset_step (negative = early warning), and the same in seconds.
+// A run that failed for a reason other than its fault (a rank killed or died, the watchdog stopped it,
+// it was interrupted, its manifest was never finished) is a harness error: it proves nothing about the
+// detectors, so it is neither correct, nor a miss, nor a false alarm; it fails its expectation and is
+// reported as an <error> in JUnit, apart from the detectors' failures.
 #pragma once
 #include <map>
 #include <optional>
@@ -21,6 +25,7 @@ struct RunScore {
   Diagnosis diagnosis;
   bool correct = false;
   bool false_alarm = false;
+  bool harness_error = false;  // the run failed for a reason other than its fault (see above)
   std::optional<int64_t> latency_steps;
   std::optional<double> latency_s;
   bool expect_met = false;
@@ -42,7 +47,8 @@ struct SuiteScore {
   double accuracy = 0;
   int healthy_runs = 0, false_alarms = 0;
   double false_alarms_per_healthy_run = 0;
-  int expect_failures = 0;
+  int expect_failures = 0;     // harness errors included
+  int harness_errors = 0;      // runs not scored: accuracy and the confusion matrix count the others
   std::map<std::string, std::map<std::string, int>> confusion;  // truth -> diagnosed -> count
   std::map<std::string, CauseLatency> latency;                    // per true cause
 };

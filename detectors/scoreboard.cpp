@@ -52,8 +52,19 @@ void detection_expectation(DetectorRunScore& r, const Manifest& m, int64_t step)
   }
 }
 
+// A run that failed other than by its fault (score.h): no detector is judged on it.
+void harness_verdict(DetectorRunScore& r) {
+  if (!r.cause.harness_error) return;
+  r.detected = r.early = false;
+  r.detect_latency_steps.reset();
+  r.detect_latency_s.reset();
+  r.expect_met = false;
+  r.expect_detail = r.cause.expect_detail;
+}
+
 // One word per run and detector, used by the table, the JSON and JUnit.
 std::string result(const DetectorRunScore& r, const Manifest& m) {
+  if (r.cause.harness_error) return "ERROR";
   if (!r.error.empty()) return "DETECTOR ERROR";
   if (healthy_truth(m)) return r.alarmed ? "FALSE ALARM" : "ok";
   if (!r.alarmed) return "MISS";
@@ -92,6 +103,7 @@ DetectorRunScore score_builtin_run(const Manifest& m, const Diagnosis& d) {
   detection(r, m, d.detected_step, d.detected_t);
   r.expect_met = r.cause.expect_met;
   r.expect_detail = r.cause.expect_detail;
+  harness_verdict(r);
   return r;
 }
 
@@ -134,6 +146,7 @@ DetectorRunScore score_external_run(const Manifest& m, const ExternalOutcome& o)
   } else {
     detection_expectation(r, m, step);
   }
+  harness_verdict(r);
   return r;
 }
 
@@ -173,6 +186,11 @@ Scoreboard make_scoreboard(std::vector<Manifest> manifests, std::vector<std::vec
       dr.latency_s = r.detect_latency_s;
       detect.push_back(dr);
       ++s.runs;
+      if (r.cause.harness_error) {  // the run failed, not the detector: in no rate
+        ++s.harness_errors;
+        ++s.expect_failures;
+        continue;
+      }
       s.detected += r.detected;
       s.early += r.early;
       s.errors += !r.error.empty();
@@ -394,8 +412,9 @@ std::string to_junit(const Scoreboard& b) {
     for (size_t j = 0; j < b.runs[i].size(); ++j) {
       const DetectorRunScore& r = b.runs[i][j];
       ++tests;
-      failures += fails(i, j);
-      errors += !r.error.empty();
+      const bool error = !r.error.empty() || r.cause.harness_error;
+      failures += fails(i, j) && !error;
+      errors += error;
       total += std::isfinite(b.manifests[i].wall_s) ? b.manifests[i].wall_s : 0;
     }
   auto secs = [](double v) { return fmt::format("{:.3f}", std::isfinite(v) ? v : 0.0); };
@@ -407,8 +426,9 @@ std::string to_junit(const Scoreboard& b) {
     int f = 0, e = 0;
     double t = 0;
     for (size_t i = 0; i < b.runs.size(); ++i) {
-      f += fails(i, j);
-      e += !b.runs[i][j].error.empty();
+      const bool error = !b.runs[i][j].error.empty() || b.runs[i][j].cause.harness_error;
+      f += fails(i, j) && !error;
+      e += error;
       t += std::isfinite(b.manifests[i].wall_s) ? b.manifests[i].wall_s : 0;
     }
     fmt::format_to(w, "  <testsuite name=\"flatline.{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"{}\">\n",
@@ -442,7 +462,10 @@ std::string to_junit(const Scoreboard& b) {
         prop("confirm_needed", std::isfinite(conf->needed) ? fmt::format("{:.6g}", conf->needed) : "");
       }
       out += "      </properties>\n";
-      if (!r.error.empty()) {
+      if (c.harness_error) {  // the harness failed the run: an error, never the detector's failure
+        fmt::format_to(w, "      <error message=\"{}\" type=\"harness\">status: {}</error>\n", xml(r.expect_detail),
+                       xml(m.status));
+      } else if (!r.error.empty()) {
         fmt::format_to(w, "      <error message=\"{}\" type=\"detector_error\">{}</error>\n", xml(r.error),
                        xml(r.stderr_tail));
       } else if (!r.expect_met) {

@@ -52,6 +52,7 @@ struct DetectorSummary {
   SuiteScore suite;                      // cause level, over every run (score.h)
   int runs = 0, detected = 0, faulty_runs = 0, faults_detected = 0, healthy_runs = 0, healthy_alarms = 0, early = 0;
   int errors = 0, expect_failures = 0;
+  int harness_errors = 0;                // runs that failed other than by their fault (score.h): in no rate
   bool names_causes = false;             // some first alarm named a cause
   std::vector<std::string> alarmed_healthy;  // "scenario: what it said at step S", one per look-alike alarmed on
   std::map<std::string, CauseLatency> detect_latency;  // per true cause, detected runs only
@@ -95,7 +96,8 @@ std::string render_scoreboard(const Scoreboard& b);
 // cause-level suite, detection level, errors and alarms).
 std::string to_json(const Scoreboard& b);
 // JUnit XML: one testsuite per detector, one testcase per scenario x detector; a missed expectation is
-// a <failure> (message: what was expected and what came), a detector error an <error>; properties:
+// a <failure> (message: what was expected and what came), a detector error an <error
+// type="detector_error">, a run the harness failed an <error type="harness">; properties:
 // onset, active_from, detection, latency, seed, alarms; with --confirm, the built-in's testcases also
 // carry confirmed, confirm_margin and confirm_needed, and a wrong confirmation is a <failure>.
 std::string to_junit(const Scoreboard& b);

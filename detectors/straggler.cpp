@@ -37,11 +37,15 @@ constexpr double kAbsorbed = 0.5;    // the others' extra comm covers this fract
 constexpr int kSlowSteps = 10;       // consecutive judged steps (3 fired on scheduler jitter: 3 ranks on 2 cores)
 constexpr size_t kMaxPending = 4096; // steps waiting for a missing rank, at most
 
-class Straggler : public Detector {
+class Straggler final : public Detector {
  public:
   explicit Straggler(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "straggler"; }
 
+  // The triage's blocks without a virtual call per record.
+  void observe_block(const Record* rs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) Straggler::observe(rs[i]);
+  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0 || finding_) return;
     if (cfg_world_ > 0 && r.rank >= cfg_world_) return;
@@ -50,7 +54,7 @@ class Straggler : public Detector {
     if (static_cast<size_t>(r.rank) >= ordinal_.size()) ordinal_.resize(static_cast<size_t>(r.rank) + 1, 0);
     const int64_t k = ordinal_[static_cast<size_t>(r.rank)]++;
     if (k < base_) return;  // already judged (or dropped)
-    while (static_cast<int64_t>(pending_.size()) <= k - base_) pending_.emplace_back();
+    while (static_cast<int64_t>(pending_.size()) <= k - base_) open_step();
     Pending& p = pending_[static_cast<size_t>(k - base_)];
     if (p.compute.size() < static_cast<size_t>(world_)) {
       p.compute.resize(world_, std::nan(""));
@@ -66,13 +70,9 @@ class Straggler : public Detector {
     ++p.n;
     while (!pending_.empty() && pending_.front().n >= world_ && world_ >= 2) {
       judge(pending_.front());
-      pending_.pop_front();
-      ++base_;
+      close_step();
     }
-    while (pending_.size() > kMaxPending) {
-      pending_.pop_front();
-      ++base_;
-    }
+    while (pending_.size() > kMaxPending) close_step();
   }
 
   std::optional<Finding> finding() const override { return finding_; }
@@ -95,6 +95,27 @@ class Straggler : public Detector {
     int64_t step = 0;
     double t = std::nan("");
   };
+
+  // A step's buffers are reused from a closed step's: no allocation per step at fleet scale.
+  void open_step() {
+    if (free_.empty()) {
+      pending_.emplace_back();
+      return;
+    }
+    pending_.push_back(std::move(free_.back()));
+    free_.pop_back();
+    Pending& p = pending_.back();
+    std::fill(p.compute.begin(), p.compute.end(), std::nan(""));
+    std::fill(p.comm.begin(), p.comm.end(), std::nan(""));
+    p.n = 0;
+    p.step = 0;
+    p.t = std::nan("");
+  }
+  void close_step() {
+    free_.push_back(std::move(pending_.front()));
+    pending_.pop_front();
+    ++base_;
+  }
 
   void judge(const Pending& p) {
     // the slowest rank against the median of the others
@@ -151,6 +172,7 @@ class Straggler : public Detector {
   int cfg_world_, world_ = 0;
   std::vector<int64_t> ordinal_;  // step records seen per rank
   std::deque<Pending> pending_;   // ordinals base_, base_ + 1, ...
+  std::vector<Pending> free_;     // closed steps' buffers
   int64_t base_ = 0, judged_ = 0;
   std::vector<double> scratch_, comm_scratch_;
   int run_rank_ = -1, run_n_ = 0;

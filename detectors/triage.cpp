@@ -1,6 +1,7 @@
 // Triage (triage.h): one detector per cause in checklist order plus the plateau check; the diagnosis
 // is the first cause in checklist order that fired, with every finding listed.
 #include "detectors/triage.h"
+#include "detectors/util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -94,7 +95,7 @@ class Frozen {
     int64_t first = -1, last_step = -1, prev_step = -1;
     std::optional<double> last_param;
   };
-  std::map<int, State> ranks_;
+  detail::PerRank<State> ranks_;
   bool found_ = false, found_params_ = false;
   int64_t onset_ = -1, detected_ = -1, p_onset_ = -1, p_detected_ = -1;
   std::string evidence_, p_evidence_;
@@ -121,6 +122,17 @@ struct Triage::Impl {
   Frozen frozen;
   std::vector<std::function<void(const Finding&)>> callbacks;
   int64_t records = 0, last_step = -1;
+  int64_t nonfinite = 0, first_nonfinite_step = -1;
+  int first_nonfinite_rank = -1;
+
+  void count(const Record& r) {
+    ++records;
+    if (r.kind != RecordKind::step) return;
+    last_step = std::max(last_step, r.step);
+    if ((r.loss && !std::isfinite(*r.loss)) || (r.loss_avg && !std::isfinite(*r.loss_avg))) {
+      if (nonfinite++ == 0) first_nonfinite_step = r.step, first_nonfinite_rank = r.rank;
+    }
+  }
 
   void announce() {
     for (size_t i = 0; i < detectors.size(); ++i) {
@@ -150,36 +162,31 @@ Triage::Triage(DetectorConfig cfg) : impl_(std::make_unique<Impl>()) {
 Triage::~Triage() = default;
 
 void Triage::observe(const Record& r) {
-  ++impl_->records;
-  if (r.kind == RecordKind::step) impl_->last_step = std::max(impl_->last_step, r.step);
+  impl_->count(r);
   for (auto& d : impl_->detectors) d->observe(r);
   impl_->plateau.observe(r);
   impl_->frozen.observe(r);
   impl_->announce();
 }
 
-void Triage::observe_block(const std::vector<Record>& block) {
+void Triage::observe_block(const Record* block, size_t n) {
   static const bool parallel = std::thread::hardware_concurrency() > 1;
   auto& im = *impl_;
-  for (const auto& r : block) {
-    ++im.records;
-    if (r.kind == RecordKind::step) im.last_step = std::max(im.last_step, r.step);
-  }
+  for (size_t i = 0; i < n; ++i) im.count(block[i]);
   // One detector at a time over the whole block keeps its per-rank tables in cache.
   auto run = [&](size_t first, size_t last, bool plateau) {
-    for (size_t i = first; i < last; ++i)
-      for (const auto& r : block) im.detectors[i]->observe(r);
+    for (size_t d = first; d < last; ++d) im.detectors[d]->observe_block(block, n);
     if (plateau)
-      for (const auto& r : block) {
-        im.plateau.observe(r);
-        im.frozen.observe(r);
+      for (size_t i = 0; i < n; ++i) {
+        im.plateau.observe(block[i]);
+        im.frozen.observe(block[i]);
       }
   };
   // An expensive detector (Detector::expensive) gets the second thread; the rest share the first.
   size_t heavy = im.detectors.size();
   for (size_t i = 0; i < im.detectors.size() && heavy == im.detectors.size(); ++i)
     if (im.detectors[i]->expensive()) heavy = i;
-  if (parallel && block.size() >= 4096 && heavy < im.detectors.size()) {
+  if (parallel && n >= 4096 && heavy < im.detectors.size()) {
     auto other = std::async(std::launch::async, [&] { run(heavy, heavy + 1, false); });
     run(0, heavy, false);
     run(heavy + 1, im.detectors.size(), true);
@@ -188,6 +195,11 @@ void Triage::observe_block(const std::vector<Record>& block) {
     run(0, im.detectors.size(), true);
   }
   im.announce();
+}
+
+void Triage::advance(double now) {
+  for (auto& d : impl_->detectors) d->advance(now);
+  impl_->announce();
 }
 
 void Triage::finish(double t_end) {
@@ -253,6 +265,9 @@ Diagnosis Triage::diagnosis() const {
   }
   d.records = impl_->records;
   d.last_step = impl_->last_step;
+  d.nonfinite_losses = impl_->nonfinite;
+  d.first_nonfinite_step = impl_->first_nonfinite_step;
+  d.first_nonfinite_rank = impl_->first_nonfinite_rank;
   return d;
 }
 
@@ -293,6 +308,10 @@ std::string to_text(const Diagnosis& d) {
     s += fmt::format("  +  {:<20} {:<11} {}\n", c.cause, state, c.detail);
   }
   s += "plateau: " + (d.plateau.detail.empty() ? std::string("unknown") : d.plateau.detail) + "\n";
+  if (d.nonfinite_losses > 0)
+    s += fmt::format("loss: {} step record(s) with a non-finite loss (NaN or inf), the first at step {} on rank {}; "
+                     "the plateau check skips them\n",
+                     d.nonfinite_losses, d.first_nonfinite_step, d.first_nonfinite_rank);
   s += fmt::format("records: {}, last step {}\n", d.records, d.last_step);
   return s;
 }
@@ -336,6 +355,9 @@ std::string to_json(const Diagnosis& d) {
                   {"detail", d.plateau.detail}};
   j["records"] = d.records;
   j["last_step"] = d.last_step;
+  j["nonfinite_losses"] = {{"count", d.nonfinite_losses},
+                           {"first_step", d.first_nonfinite_step},
+                           {"first_rank", d.first_nonfinite_rank}};
   return j.dump();
 }
 

@@ -55,6 +55,11 @@ struct Diagnosis {
   PlateauStatus plateau;
   int64_t records = 0;
   int64_t last_step = -1;
+  // Step records whose loss or loss_avg is NaN or inf: counted and reported, because the plateau check
+  // (and any reader of the curve) skips them. A diverged run is not a plateau, but it must not vanish.
+  int64_t nonfinite_losses = 0;
+  int64_t first_nonfinite_step = -1;
+  int first_nonfinite_rank = -1;
 };
 
 class Triage {
@@ -66,7 +71,11 @@ class Triage {
   // than one core and a block of >= 4096 records, the detectors run on two threads, each group over
   // the whole block (detectors are independent; each sees the records in order); findings are then
   // announced in checklist order at the end of the block rather than the record where they fired.
-  void observe_block(const std::vector<Record>& block);
+  void observe_block(const Record* records, size_t n);
+  void observe_block(const std::vector<Record>& block) { observe_block(block.data(), block.size()); }
+  // The stream's clock reached `now` (run time) with no further record (detector.h); the live
+  // launcher calls it every poll.
+  void advance(double now);
   void finish(double t_end);
   Diagnosis diagnosis() const;
   // Called once per detector, the first time it fires (for live and replay printing).

@@ -26,13 +26,17 @@ class Ring {
     if (!std::isfinite(v)) return;
     if (v_.size() < cap_) {
       v_.push_back(v);
-    } else {
-      const double out = v_[head_];
-      v_[head_] = v;
-      head_ = (head_ + 1) % cap_;
-      if (out == min_) min_dirty_ = true;
+      if (!min_dirty_ && (v_.size() == 1 || v < min_)) min_ = v;
+      return;
     }
-    if (!min_dirty_ && (v_.size() == 1 || v < min_)) min_ = v;
+    const double out = v_[head_];
+    v_[head_] = v;
+    if (++head_ == cap_) head_ = 0;
+    // A value at or below the minimum is the new minimum, whatever left (periodic heartbeats push the
+    // very value that leaves: recomputing on each was most of run_not_alive's cost).
+    if (min_dirty_) return;
+    if (v <= min_) min_ = v;
+    else if (out == min_) min_dirty_ = true;
   }
   size_t size() const { return v_.size(); }
   void clear() {
@@ -80,6 +84,11 @@ class PerRank {
     }
     if (!has_[i]) has_[i] = 1, ++n_;
     return v_[i];
+  }
+  template <class F>
+  void for_each(F f) {  // f(rank, state&) for every present rank, in rank order
+    for (size_t i = 0; i < v_.size(); ++i)
+      if (has_[i]) f(static_cast<int>(i), v_[i]);
   }
   bool empty() const { return n_ == 0; }
   size_t size() const { return n_; }

@@ -32,11 +32,15 @@ constexpr double kZeroFrac = 1e-12;   // "zero" relative to the largest other ra
 constexpr int kZeroSteps = 2;         // consecutive judged steps
 constexpr size_t kMaxPending = 50000; // steps waiting for a missing rank, at most
 
-class ZeroGradRank : public Detector {
+class ZeroGradRank final : public Detector {
  public:
   explicit ZeroGradRank(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "zero_grad_rank"; }
 
+  // The triage's blocks without a virtual call per record.
+  void observe_block(const Record* rs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) ZeroGradRank::observe(rs[i]);
+  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;
     if (cfg_world_ > 0 && r.rank >= cfg_world_) return;
@@ -45,21 +49,30 @@ class ZeroGradRank : public Detector {
     if (finite(r.local_grad_norm)) local_seen_ = true;
     if (static_cast<size_t>(r.rank) >= seen_.size()) seen_.resize(static_cast<size_t>(r.rank) + 1);
     const int64_t occ = seen_[static_cast<size_t>(r.rank)].occurrence(r.step);
-    Pending& p = pending_[{r.step, occ}];
+    const std::pair<int64_t, int64_t> key{r.step, occ};
+    // every rank's record of a step arrives in a row: one map lookup per step, not per record
+    if (last_ == pending_.end() || last_->first != key) {
+      last_ = pending_.try_emplace(key).first;
+      if (last_->second.values.empty() && !free_.empty()) {  // a closed step's buffers, no allocation
+        last_->second = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    Pending& p = last_->second;
     if (p.values.size() < static_cast<size_t>(world_)) {
       p.values.resize(world_, std::nan(""));
-      p.reported.resize(world_, false);
+      p.reported.resize(world_, 0);
     }
     if (p.reported[r.rank]) return;
-    p.reported[r.rank] = true;
+    p.reported[r.rank] = 1;
     ++p.n;
     if (finite(r.local_grad_norm) && *r.local_grad_norm >= 0) p.values[r.rank] = *r.local_grad_norm;
     if (finite(r.t)) p.t = std::isfinite(p.t) ? std::max(p.t, r.t) : r.t;
     if (p.n >= world_ && p.n >= 2) {
       judge(r.step, p);
-      pending_.erase({r.step, occ});
+      close(last_);
     }
-    while (pending_.size() > kMaxPending) pending_.erase(pending_.begin());
+    while (pending_.size() > kMaxPending) close(pending_.begin());
   }
 
   std::optional<Finding> finding() const override { return finding_; }
@@ -79,10 +92,22 @@ class ZeroGradRank : public Detector {
  private:
   struct Pending {
     std::vector<double> values;
-    std::vector<bool> reported;
+    std::vector<char> reported;
     int n = 0;
     double t = std::nan("");
   };
+  using PendingMap = std::map<std::pair<int64_t, int64_t>, Pending>;
+
+  void close(PendingMap::iterator it) {
+    Pending& p = it->second;
+    std::fill(p.values.begin(), p.values.end(), std::nan(""));
+    std::fill(p.reported.begin(), p.reported.end(), 0);
+    p.n = 0;
+    p.t = std::nan("");
+    free_.push_back(std::move(p));
+    if (it == last_) last_ = pending_.end();
+    pending_.erase(it);
+  }
   struct Run {
     int n = 0;
     int64_t first = -1;
@@ -180,7 +205,9 @@ class ZeroGradRank : public Detector {
   std::vector<Seen> seen_;                 // per rank
   std::vector<double> sorted_;             // scratch for judge()
   int64_t open_runs_ = 0;                  // ranks with a zero run in progress
-  std::map<std::pair<int64_t, int64_t>, Pending> pending_;
+  PendingMap pending_;
+  PendingMap::iterator last_ = pending_.end();  // the step records arrive for now
+  std::vector<Pending> free_;                   // closed steps' buffers
   std::vector<Run> runs_;
   std::optional<Finding> finding_;
   int64_t judged_ = 0;

@@ -179,7 +179,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
                "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "fleet_only", "formats", "faults", "expect"});
+               "log_every", "formats", "fleet_only", "faults", "expect"});
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -209,8 +209,15 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.only_keys(d, "data", {"kind", "path", "eval_fraction"});
     c.set_one_of(d, "kind", s.data.kind, {"text", "fashion_mnist"});
     c.set(d, "path", s.data.path);
-    if (!s.data.path.empty() && !std::filesystem::exists(s.data.path))
-      c.fail(d["path"], fmt::format("'path': no such file or directory: {}", s.data.path));
+    if (!s.data.path.empty()) {
+      std::error_code ec;
+      const auto st = std::filesystem::status(s.data.path, ec);
+      if (!std::filesystem::exists(st))
+        c.fail(d["path"], fmt::format("'path': no such file or directory: {}", s.data.path));
+      // a FIFO would block every rank forever, a device never end: data is a file or a directory of them
+      if (!std::filesystem::is_regular_file(st) && !std::filesystem::is_directory(st))
+        c.fail(d["path"], fmt::format("'path': {} is not a regular file or a directory", s.data.path));
+    }
     c.set(d, "eval_fraction", s.data.eval_fraction);
     if (!(s.data.eval_fraction > 0 && s.data.eval_fraction < 0.5)) c.fail(d, "'eval_fraction' must be in (0, 0.5)");
   }
@@ -372,13 +379,26 @@ FormatContext format_context(const Scenario& s, const std::string& run_dir, doub
   return c;
 }
 
-Scenario load_scenario_file(const std::string& path) {
+std::string read_scenario_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!fs::exists(st)) throw ScenarioError(path + ": no such file");
+  if (fs::is_directory(st)) throw ScenarioError(path + ": is a directory, expected a scenario YAML file");
+  if (!fs::is_regular_file(st))
+    throw ScenarioError(path + ": not a regular file (a device, FIFO or socket), expected a scenario YAML file");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > kMaxScenarioBytes)
+    throw ScenarioError(fmt::format("{}: {} bytes, more than a scenario's {} KiB: not a scenario YAML file", path, size,
+                                    kMaxScenarioBytes >> 10));
   std::ifstream in(path);
   if (!in) throw ScenarioError(path + ": cannot open scenario file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return load_scenario_text(ss.str(), path);
+  return ss.str();
 }
+
+Scenario load_scenario_file(const std::string& path) { return load_scenario_text(read_scenario_file(path), path); }
 
 namespace {
 // Shortest round-trip form (0.003, not yaml-cpp's 0.0030000000000000001): the resolved scenario in a

@@ -103,7 +103,7 @@ struct Scenario {
   int log_every = 1;             // write a step record every N steps (real loggers are sparse)
   // For the fleet simulator only (`flatline simulate`, `flatline drill`): a shape no local launcher
   // should start (thousands of ranks, tens of thousands of steps). `flatline run` refuses it and
-  // `flatline score` skips it with a line saying so.
+  // `flatline score` skips it with a line saying so (cli/launch.h, cli/cmd_score.cpp).
   bool fleet_only = false;
   // Foreign-format logs rank 0 also writes, live (telemetry/writers/writer.h): `formats: {write:
   // [tensorboard, hf, ...], every: N}` (every: the frameworks' logging interval, in steps).
@@ -113,6 +113,11 @@ struct Scenario {
   ExpectSpec expect;
 };
 
+// A scenario file's text. A scenario is a small regular file: a directory, a device, a FIFO (each said
+// to be one) and anything over kMaxScenarioBytes are refused with a ScenarioError naming the path, not
+// read until memory runs out (/dev/urandom).
+constexpr size_t kMaxScenarioBytes = 1 << 20;
+std::string read_scenario_file(const std::string& path);
 struct FormatContext;  // telemetry/writers/writer.h
 // The foreign-format writers' context of a run of `s` (run_t0: the run's origin, Unix seconds; 0: now).
 FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume);

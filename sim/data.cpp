@@ -12,7 +12,21 @@ namespace flatline {
 namespace fs = std::filesystem;
 
 namespace {
+// Data is a file of bytes of known size: a FIFO blocks the rank forever, /dev/zero never ends, so only
+// regular files (or links to them) are read.
+void require_regular_file(const std::string& path) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec) throw std::runtime_error(path + ": cannot open: " + ec.message());
+  if (fs::is_regular_file(st)) return;
+  const char* what = fs::is_fifo(st) ? "a FIFO" : fs::is_character_file(st) ? "a character device"
+                     : fs::is_block_file(st) ? "a block device" : fs::is_socket(st) ? "a socket"
+                     : fs::is_directory(st) ? "a directory" : "not a regular file";
+  throw std::runtime_error(fmt::format("{}: is {}; training data must be a regular file", path, what));
+}
+
 std::vector<uint8_t> read_file(const std::string& path) {
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open");
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -20,6 +34,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 // gzread handles plain files too (transparent mode), so one reader serves both.
 std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
+  require_regular_file(path);
   gzFile g = gzopen(path.c_str(), "rb");
   if (!g) throw std::runtime_error(path + ": cannot open");
   std::vector<uint8_t> out;

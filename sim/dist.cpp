@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/net.h"
 #include "core/protocol.h"
 
 namespace flatline {
@@ -58,7 +59,11 @@ Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::
       pg_ = make_nccl_backend(prefixed, rank, world, timeout, device);
     } else {
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(addr));
+      // The interface peers reach this rank on: GLOO_SOCKET_IFNAME, else the route to MASTER_ADDR (core/net.h).
+      const char* ifname = std::getenv(kEnvGlooSocketIfname);
+      opts->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                                                : c10d::ProcessGroupGloo::createDeviceForHostname(
+                                                      local_address_toward(addr, port)));
       opts->threads = 1;
       pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, world, opts);
     }

@@ -57,4 +57,14 @@ std::vector<int64_t> DistributedSampler::next() {
   return ids;
 }
 
+std::optional<SamplerState> reshard(SamplerState s, int64_t n, int old_world, int new_world, int per_rank) {
+  const int64_t old_global = int64_t{old_world} * per_rank, new_global = int64_t{new_world} * per_rank;
+  if (old_global <= 0 || new_global <= 0 || new_global > n) return std::nullopt;
+  const int64_t consumed = s.position * old_global;
+  if (consumed % new_global != 0) return std::nullopt;
+  SamplerState out{s.epoch, consumed / new_global};
+  if (out.position >= n / new_global) out = {s.epoch + 1, 0};
+  return out;
+}
+
 }  // namespace flatline

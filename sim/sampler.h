@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace flatline {
@@ -41,6 +42,13 @@ class DistributedSampler {
   mutable int64_t cached_epoch_ = -1;
   mutable std::vector<int64_t> perm_;
 };
+
+// The state with which `new_world` ranks continue exactly where `old_world` ranks stopped (a resume
+// under another world size): the same epoch, after the same samples of its permutation, which depends
+// on (seed, epoch) only. nullopt when those samples are not a whole number of the new global batches
+// (new_world x per_rank): continuing would then replay or skip data. A position that reaches the new
+// epoch length moves to the next epoch (the rest is the dropped tail).
+std::optional<SamplerState> reshard(SamplerState s, int64_t dataset_size, int old_world, int new_world, int per_rank);
 
 // 64-bit xxHash (XXH3) of a batch's sample ids: the batch fingerprint in telemetry.
 uint64_t batch_hash(const std::vector<int64_t>& ids);

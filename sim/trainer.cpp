@@ -23,7 +23,9 @@
 #include <sstream>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/interrupt.h"
 #include "faults/effects.h"
 #include "sim/amp.h"
 #include "sim/build_info.h"
@@ -81,6 +83,7 @@ class Watchdog {
     phase_ = phase;
   }
   void set_phase(const char* phase) { phase_ = phase; }
+  int64_t step() const { return step_; }
 
  private:
   // The first heartbeat at once: a run shorter than one interval still shows its rank alive.
@@ -165,15 +168,25 @@ std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
 }
 
 // The newest checkpoint whose every rank finished writing (rank 0 writes COMPLETE after a barrier).
+// Only step-<digits> directories count: a `step-latest` link or a stray name is not a checkpoint.
 int64_t latest_checkpoint(const std::string& run_dir) {
   int64_t best = -1;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints", ec)) {
     auto name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !fs::exists(e.path() / "COMPLETE")) continue;
+    if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos || !fs::exists(e.path() / "COMPLETE"))
+      continue;
     best = std::max<int64_t>(best, std::stoll(name.substr(5)));
   }
   return best;
+}
+
+// How many ranks wrote a checkpoint: its rank-<r>.pt files (0..n-1 must all be there).
+int checkpoint_world_size(const std::string& dir) {
+  int n = 0;
+  while (fs::exists(fmt::format("{}/rank-{}.pt", dir, n))) ++n;
+  return n;
 }
 
 struct Progress {  // everything besides model and optimizer that a checkpoint must restore
@@ -226,16 +239,22 @@ void save_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, Tr
                                   at::kLong));
   ar.write("progress_f", at::tensor({p.c.scaler.scale, p.logged.loss}, at::kDouble));
   ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-  const std::string path = fmt::format("{}/rank-{}.pt", dir, rank);
-  ar.save_to(path + ".tmp");
-  fs::rename(path + ".tmp", path);
+  // Serialised in memory, then written and checked by us: LibTorch's file writer finishes the zip in
+  // its destructor, so a full disk there aborted the process (a c10::Error thrown during unwinding).
+  std::ostringstream bytes;
+  ar.save_to(bytes);
+  write_file_atomic(fmt::format("{}/rank-{}.pt", dir, rank), bytes.str(), "the checkpoint");
 }
 
 Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec, TrainModel& model, Optimizer& opt,
                          at::Device dev) {
   torch::serialize::InputArchive ar, opt_ar;
   const std::string file = fmt::format("{}/rank-{}.pt", dir, rank);
-  ar.load_from(file, dev);  // tensors onto this rank's device, whichever device wrote them
+  try {
+    ar.load_from(file, dev);  // tensors onto this rank's device, whichever device wrote them
+  } catch (const c10::Error& e) {  // "failed finding central directory": name the file
+    throw std::runtime_error(fmt::format("{}: not a readable checkpoint: {}", file, e.what_without_backtrace()));
+  }
   c10::IValue layout;
   if (!ar.try_read("model_layout", layout) || !layout.isString())
     throw std::runtime_error(file + ": not a flatline checkpoint (no model_layout record)");
@@ -256,6 +275,12 @@ Progress load_checkpoint(const std::string& dir, int rank, const ModelSpec& spec
   rng = rng.cpu();
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(rng);
+  // 8 integers before flatline confirm, 9 since (the step its processes resumed from)
+  if (pi.dim() != 1 || (pi.numel() != 8 && pi.numel() != 9) || pi.scalar_type() != at::kLong || pf.dim() != 1 ||
+      pf.numel() != 2 || pf.scalar_type() != at::kDouble)
+    throw std::runtime_error(fmt::format("{}: the progress records hold {} and {} values, expected 8 or 9 integers and 2 "
+                                         "doubles (a checkpoint of another flatline version?)",
+                                         file, pi.numel(), pf.numel()));
   auto i = pi.accessor<int64_t, 1>();
   auto f = pf.accessor<double, 1>();
   Progress p;
@@ -416,9 +441,21 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
   };
 
   const double my_start = wall_now();
-  Comm comm(rank, world, o.master_addr, o.master_port,
-            std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)), place.process_group,
-            dev);
+  if (o.run_t0 > 0) clock.set_offset(my_start - o.run_t0);
+  std::optional<Comm> comm_or;
+  try {
+    comm_or.emplace(rank, world, o.master_addr, o.master_port,
+                    std::chrono::milliseconds(static_cast<int64_t>(sc.collective_timeout_s * 1000)), place.process_group,
+                    dev);
+  } catch (const std::exception& e) {  // the peers never met: the telemetry still says why this rank ended
+    try {
+      event("error", 0, message_of(e));
+      out.drain();
+    } catch (...) {
+    }
+    throw;
+  }
+  Comm& comm = *comm_or;
   // The run's origin: given (the launcher's), else the one the first start recorded (a resume under
   // another launcher continues the run's clock), else rank 0's start, shared.
   const std::string origin_file = o.run_dir + "/checkpoints/run_t0";
@@ -431,6 +468,17 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
     std::ofstream(origin_file) << fmt::format("{:.6f}\n", t0);
   }
   Watchdog watchdog(out, clock, rank, sc.heartbeat_s, o.telemetry);
+  // A signal or the launcher's death (core/interrupt.h): the last record says so, and is on disk.
+  InterruptFlushGuard on_interrupt([&](int, const std::string& why) {
+    Record r;
+    r.kind = RecordKind::event;
+    r.rank = rank;
+    r.t = clock.t();
+    r.step = watchdog.step();
+    r.name = "interrupted";
+    r.detail = why;
+    out.post_last(std::move(r));  // the last line on disk, though the training thread runs on until the exit
+  });
 
   RankResult result;
   Pending pending;  // kernels: aten: the last step's record, waiting for its scalars
@@ -525,10 +573,28 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
         throw RankError(RankError::Kind::checkpoint,
                         fmt::format("rank {}: {} asked but {}/checkpoints has no complete checkpoint", rank,
                                     o.resume ? "resume" : "carry_on", o.run_dir));
+      const std::string dir = checkpoint_dir(o.run_dir, ck);
+      // Written by another world size: every rank holds the same model and optimizer state, so a rank
+      // beyond the old ones reads rank 0's; the sampler must re-shard exactly (sim/sampler.h).
+      const int written_by = checkpoint_world_size(dir);
+      const int source = rank < written_by ? rank : 0;
       try {
-        pr = load_checkpoint(checkpoint_dir(o.run_dir, ck), rank, sc.model, *model, opt, dev);
+        pr = load_checkpoint(dir, source, sc.model, *model, opt, dev);
       } catch (const std::exception& e) {
-        throw RankError(RankError::Kind::checkpoint, message_of(e));
+        const std::string file = fmt::format("{}/rank-{}.pt", dir, source), m = message_of(e);
+        throw RankError(RankError::Kind::checkpoint, m.find(file) == std::string::npos ? file + ": " + m : m);
+      }
+      if (written_by != world) {
+        const auto moved = reshard(pr.sampler, data.train_size(), written_by, world, sc.batch_size * sc.grad_accum);
+        if (!moved)
+          throw RankError(RankError::Kind::checkpoint,
+                          fmt::format("{}: written by {} rank{}; {} ranks cannot continue its sampler without "
+                                      "replaying or skipping data ({} global batches of {} samples into epoch {} "
+                                      "is not a whole number of global batches of {}): resume with {}={}",
+                                      dir, written_by, written_by == 1 ? "" : "s", world, pr.sampler.position,
+                                      int64_t{written_by} * sc.batch_size * sc.grad_accum, pr.sampler.epoch,
+                                      int64_t{world} * sc.batch_size * sc.grad_accum, kEnvWorldSize, written_by));
+        pr.sampler = *moved;
       }
       if (o.resume) {
         if (!plan.resume(pr.c).restore_sampler) pr.sampler = SamplerState{};
@@ -536,8 +602,10 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       } else {
         plan.carry_on(pr.c, pr.resumed_from >= 0);
       }
-      event("resume", pr.c.step, o.resume ? fmt::format("from checkpoint step {}", ck)
-                                          : fmt::format("from checkpoint step {}, carrying on (a replay)", ck));
+      event("resume", pr.c.step,
+            !o.resume             ? fmt::format("from checkpoint step {}, carrying on (a replay)", ck)
+            : written_by == world ? fmt::format("from checkpoint step {}", ck)
+                                  : fmt::format("from checkpoint step {}, re-sharded from {} to {} ranks", ck, written_by, world));
       event("checkpoint_load", pr.c.step, checkpoint_dir(o.run_dir, ck));
     } else {
       event("run_start", 0, fmt::format("world_size {}, scenario {}", world, sc.name));
@@ -799,6 +867,8 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
         const std::string dir = checkpoint_dir(o.run_dir, step);
         try {
           save_checkpoint(dir, rank, sc.model, *model, opt, pr);
+        } catch (const FileWriteError& e) {  // names the file and the OS's reason already
+          throw RankError(RankError::Kind::checkpoint, e.what());
         } catch (const std::exception& e) {
           throw RankError(RankError::Kind::checkpoint,
                           fmt::format("{}/rank-{}.pt: cannot write the checkpoint: {}", dir, rank, message_of(e)));

@@ -23,6 +23,7 @@ void AsyncRecordWriter::rethrow_locked() {
 
 void AsyncRecordWriter::post(Record r) {
   std::lock_guard<std::mutex> l(mu_);
+  if (sealed_) return;
   rethrow_locked();
   queue_.push_back(std::move(r));  // no notify: the writer polls (see the header)
 }
@@ -34,6 +35,17 @@ void AsyncRecordWriter::drain() {
     wake_.notify_all();
     done_.wait(l, [this] { return queue_.empty() && !writing_; });
   }
+  rethrow_locked();
+}
+
+void AsyncRecordWriter::post_last(Record r) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (sealed_) return;
+  sealed_ = true;  // under the lock that post() takes: nothing posted after `r` is written
+  queue_.push_back(std::move(r));
+  flush_ = true;
+  wake_.notify_all();
+  done_.wait(l, [this] { return queue_.empty() && !writing_; });
   rethrow_locked();
 }
 

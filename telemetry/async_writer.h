@@ -38,6 +38,9 @@ class AsyncRecordWriter {
 
   void post(Record r);  // queues r; throws the first failed background write, if any
   void drain();         // returns once every posted record is written; throws as post()
+  // Queues `r` as the last record, drains, and drops every record posted later: `r` (an `interrupted`
+  // event) stays the last line on disk while the training threads run on until the process exits.
+  void post_last(Record r);
 
  private:
   void loop();
@@ -48,7 +51,7 @@ class AsyncRecordWriter {
   std::condition_variable wake_, done_;
   std::deque<Record> queue_;
   std::chrono::milliseconds poll_;
-  bool writing_ = false, stop_ = false, flush_ = false;
+  bool writing_ = false, stop_ = false, flush_ = false, sealed_ = false;
   std::exception_ptr error_;
   std::thread thread_;
 };

@@ -535,8 +535,12 @@ void JsonlWriter::write(const Record& r) {
   std::string line = to_json(r);
   line += '\n';
   std::lock_guard<std::mutex> lock(impl_->mu);
-  if (std::fwrite(line.data(), 1, line.size(), impl_->f) != line.size() || std::fflush(impl_->f) != 0)
-    throw IoError(impl_->path + ": write failed: " + std::strerror(errno));
+  if (std::fwrite(line.data(), 1, line.size(), impl_->f) != line.size() || std::fflush(impl_->f) != 0) {
+    const int err = errno;
+    std::clearerr(impl_->f);
+    throw IoError(fmt::format("{}: cannot write the {} record of step {}: {}", impl_->path, to_string(r.kind), r.step,
+                              std::strerror(err)));
+  }
 }
 
 }  // namespace flatline

@@ -1,5 +1,7 @@
 #include "telemetry/manifest.h"
 
+#include "core/atomic_file.h"
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -37,14 +39,9 @@ void write_manifest(const Manifest& m, const std::string& path) {
   if (!m.error.empty()) j["error"] = m.error;
   j["wall_s"] = m.wall_s;
   j["resolved_scenario"] = m.resolved_yaml;
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::runtime_error(path + ": cannot write manifest");
-    // `error` may quote raw bytes from a failing rank: replace invalid UTF-8 rather than throw.
-    out << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(path + ": cannot rename manifest");
+  // `error` may quote raw bytes from a failing rank: replace invalid UTF-8 rather than throw. Atomic and
+  // checked (core/atomic_file.h): a full disk keeps the previous manifest and says so.
+  write_file_atomic(path, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n", "the manifest");
 }
 
 namespace {

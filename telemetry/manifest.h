@@ -33,11 +33,13 @@ struct Manifest {
   std::string expect_cause = "healthy";
   int expect_rank = -1;
   int64_t expect_within_steps = 5;
-  std::string status = "running";  // running | completed | failed
+  std::string status = "running";  // running | completed | failed | interrupted (a signal stopped it)
   std::string error;               // first error when failed
   double wall_s = 0;
 };
 
+// Atomic: the whole manifest or the previous one. Throws FileWriteError (core/atomic_file.h) naming the
+// file and the OS's reason.
 void write_manifest(const Manifest& m, const std::string& path);
 // Throws std::runtime_error naming the file and the bad field.
 Manifest read_manifest(const std::string& path);

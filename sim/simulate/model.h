@@ -20,6 +20,12 @@ inline uint64_t mix(uint64_t x) {
 inline uint64_t key(uint64_t seed, uint64_t stream, int64_t step, int64_t rank) {
   return mix(seed ^ mix((stream << 56) ^ (static_cast<uint64_t>(step) << 20) ^ static_cast<uint64_t>(rank)));
 }
+// The same per-rank draws at a third of the cost, for the loops over every rank of a step: the
+// (seed, stream, step) part once per step, then one finaliser per rank (splitmix64 over a counter).
+inline uint64_t step_key(uint64_t seed, uint64_t stream, int64_t step) {
+  return mix(seed ^ mix((stream << 56) ^ (static_cast<uint64_t>(step) << 20) ^ 0xfffffULL));
+}
+inline uint64_t draw(uint64_t step_key, int64_t rank) { return mix(step_key ^ static_cast<uint64_t>(rank)); }
 inline double unif(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
 // Roughly standard normal: Irwin-Hall of the four 16-bit quarters of one hash (bounded at +-3.46).
 inline double gauss(uint64_t h) {
@@ -59,24 +65,50 @@ constexpr double kDefaultComputeMs = 300, kDataMs = 5, kOptimizerMs = 10;
 inline double comm_ms(int world) { return 10.0 + 2.0 * std::log2(static_cast<double>(world)); }
 
 // Sample ids with DistributedSampler's layout (sim/sampler.h): global batch `index` of the run, rank
-// r's contiguous slice, over a dataset of n = 2^k samples; the epoch's permutation is the bijection
-// id = (a_e j + b_e) mod n, a_e odd, keyed on (seed, epoch).
+// r's contiguous slice, over a dataset of n = 2^k samples. The epoch's permutation is the keyed
+// bijection id = c_e g(a_e j + b_e) mod n, g(x) = x ^ (x >> ceil(k/2)), a_e and c_e odd, keyed on
+// (seed, epoch): computed per id (a materialised shuffle would cost O(dataset)), and not affine. An
+// affine permutation (a_e j + b_e alone) repeats whole epochs shifted whenever two epochs draw the same
+// a_e and a b_e that differs by a multiple of a_e x the global batch: with 2^14 odd multipliers at 2
+// ranks, epoch 730 replayed epoch 664 and data_replay fired on a healthy run. Here that would take the
+// same (a_e, b_e, c_e), ~2^-43 per pair of epochs at k = 15.
 struct FleetSampler {
   int64_t n = 0, global = 0, per_rank = 0, per_epoch = 0;
   uint64_t seed = 0;
+  int shift = 1;
   FleetSampler(int world, int per_rank_batch, uint64_t s) : per_rank(per_rank_batch), seed(s) {
     global = int64_t{world} * per_rank;
     n = 1;
-    while (n < global * 1000) n <<= 1;  // 1000..2000 steps per epoch
+    int k = 0;
+    while (n < global * 1000) n <<= 1, ++k;  // 1000..2000 steps per epoch
+    shift = (k + 1) / 2 > 0 ? (k + 1) / 2 : 1;
     per_epoch = n / global;
   }
   int64_t epoch(int64_t index) const { return index / per_epoch; }
+  // Rank `rank`'s ids of global batch `index` (per_rank of them).
   void ids(int64_t index, int rank, int64_t* out) const {
     const int64_t e = index / per_epoch, pos = index % per_epoch;
-    const uint64_t a = mix(seed ^ mix(static_cast<uint64_t>(e) * 2 + 1)) | 1, b = mix(seed + static_cast<uint64_t>(e));
-    const uint64_t base = static_cast<uint64_t>(pos * global + rank * per_rank), mask = static_cast<uint64_t>(n - 1);
-    for (int64_t j = 0; j < per_rank; ++j) out[j] = static_cast<int64_t>((a * (base + static_cast<uint64_t>(j)) + b) & mask);
+    keys(e);
+    permute_run(pos * global + rank * per_rank, per_rank, out);
   }
+  // Every rank's ids of global batch `index` at once (global of them, rank r's at r x per_rank).
+  void global_ids(int64_t index, int64_t* out) const {
+    const int64_t e = index / per_epoch, pos = index % per_epoch;
+    keys(e);
+    permute_run(pos * global, global, out);
+  }
+
+ private:
+  void keys(int64_t e) const {  // for the last epoch asked: consecutive steps share it
+    if (e == key_epoch_) return;
+    key_epoch_ = e;
+    a_ = mix(seed ^ mix(static_cast<uint64_t>(e) * 2 + 1)) | 1;
+    b_ = mix(seed + static_cast<uint64_t>(e));
+    c_ = mix(seed ^ mix(static_cast<uint64_t>(e) * 2 + 2)) | 1;
+  }
+  void permute_run(int64_t first, int64_t count, int64_t* out) const;  // walk.cpp
+  mutable int64_t key_epoch_ = -1;
+  mutable uint64_t a_ = 1, b_ = 0, c_ = 1;
 };
 
 }  // namespace flatline::simdetail

@@ -38,6 +38,11 @@ class RecordSink {
  public:
   virtual ~RecordSink() = default;
   virtual void write(const Record& r) = 0;
+  // The simulator hands its records over in blocks that it builds in place (no copy per record); the
+  // records are valid during the call only. Default: one write() each.
+  virtual void write_block(const Record* records, size_t n) {
+    for (size_t i = 0; i < n; ++i) write(records[i]);
+  }
   virtual void end(double /*t_end*/) {}  // the run ended at simulated time t_end
 };
 
@@ -46,8 +51,10 @@ struct SimOptions {
   int64_t steps = 0;       // 0: the scenario's steps
   bool override_seed = false;
   uint64_t seed = 0;
-  double step_ms = 0;      // median compute ms per step; 0: from the model size (simulator.cpp)
+  double step_ms = 0;      // median compute ms per step, at most kMaxSimStepMs; 0: the default (model.h)
 };
+// One hour a step: beyond it the heartbeats of one step alone outnumber a run's records.
+constexpr double kMaxSimStepMs = 3600.0 * 1000;
 
 struct SimResult {
   int64_t records = 0, step_records = 0, heartbeats = 0;
@@ -59,7 +66,9 @@ struct SimResult {
   std::vector<double> onset_t;      // simulated t of each fault's onset step on its target (NaN if not reached)
 };
 
-// The scenario with the options applied (world_size, steps, seed); faults must still target < ranks.
+// The scenario with the options applied (world_size, steps, seed). Throws ScenarioError where the
+// result means nothing: a fault's target rank or the expected rank outside the ranks, a fault that
+// starts after the last step, a step time outside (0, kMaxSimStepMs].
 Scenario resolve_for_simulation(Scenario s, const SimOptions& o);
 
 // Simulates the (resolved) scenario into `sink`. Throws ScenarioError for faults the scenario cannot

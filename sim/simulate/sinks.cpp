@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
@@ -12,7 +14,10 @@ namespace flatline {
 
 JsonlDirSink::JsonlDirSink(std::string dir) : dir_(std::move(dir)) { std::filesystem::create_directories(dir_); }
 
-JsonlDirSink::~JsonlDirSink() { end(0); }
+JsonlDirSink::~JsonlDirSink() {
+  for (auto* f : files_)
+    if (f) std::fclose(f);  // end() was not reached: an error is already on its way
+}
 
 void JsonlDirSink::write(const Record& r) {
   if (r.rank < 0) return;
@@ -21,21 +26,29 @@ void JsonlDirSink::write(const Record& r) {
   if (!f) {
     const std::string path = fmt::format("{}/rank-{}.jsonl", dir_, r.rank);
     f = std::fopen(path.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot write " + path + " (too many open files? raise ulimit -n)");
+    if (!f)
+      throw std::runtime_error(fmt::format("{}: cannot open for writing: {}{}", path, std::strerror(errno),
+                                           errno == EMFILE ? " (one file per rank: raise ulimit -n)" : ""));
     std::setvbuf(f, nullptr, _IOFBF, 1 << 16);
   }
   std::string line = to_json(r);
   line += '\n';
-  if (std::fwrite(line.data(), 1, line.size(), f) != line.size()) throw std::runtime_error("write failed in " + dir_);
+  if (std::fwrite(line.data(), 1, line.size(), f) != line.size())
+    throw std::runtime_error(fmt::format("{}/rank-{}.jsonl: cannot write the {} record of step {}: {}", dir_, r.rank,
+                                         to_string(r.kind), r.step, std::strerror(errno)));
   bytes_ += static_cast<int64_t>(line.size());
 }
 
 void JsonlDirSink::end(double) {
-  for (auto*& f : files_)
-    if (f) {
-      std::fclose(f);
+  std::string failed;
+  for (size_t r = 0; r < files_.size(); ++r)
+    if (std::FILE*& f = files_[r]) {
+      // the buffered tail is written here: a full disk shows now or never
+      if (std::fclose(f) != 0 && failed.empty())
+        failed = fmt::format("{}/rank-{}.jsonl: cannot write its last records: {}", dir_, r, std::strerror(errno));
       f = nullptr;
     }
+  if (!failed.empty()) throw std::runtime_error(failed);
 }
 
 Manifest simulation_manifest(const Scenario& s, const SimResult& r, double wall_s) {

@@ -21,6 +21,10 @@ class TriageSink : public RecordSink {
     buf_.push_back(r);
     if (buf_.size() >= block_) flush();
   }
+  void write_block(const Record* records, size_t n) override {
+    flush();  // single records first: the order is kept
+    t_.observe_block(records, n);
+  }
   void end(double t_end) override {
     flush();
     t_.finish(t_end);
@@ -28,7 +32,8 @@ class TriageSink : public RecordSink {
 
  private:
   void flush() {
-    t_.observe_block(buf_);
+    if (buf_.empty()) return;
+    t_.observe_block(buf_.data(), buf_.size());
     buf_.clear();
   }
   Triage& t_;
@@ -55,6 +60,7 @@ class TeeSink : public RecordSink {
  public:
   TeeSink(RecordSink& a, RecordSink& b) : a_(a), b_(b) {}
   void write(const Record& r) override { a_.write(r), b_.write(r); }
+  void write_block(const Record* r, size_t n) override { a_.write_block(r, n), b_.write_block(r, n); }
   void end(double t) override { a_.end(t), b_.end(t); }
 
  private:

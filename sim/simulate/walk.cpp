@@ -17,7 +17,31 @@
 namespace flatline::simdetail {
 namespace {
 constexpr double kEvalS = 2.0, kCheckpointS = 3.0, kRestartGapS = 20.0;  // simulated pauses
+
+// FleetSampler's permutation over a run of positions, without a loop-carried dependency so that it
+// vectorises; in 32 bits when the dataset fits them (2^k divides 2^32, so the ids are the same), built
+// for AVX2 and for the baseline, picked when the library loads (GCC target_clones).
+__attribute__((target_clones("avx2", "default"))) void permute32(uint32_t a, uint32_t b, uint32_t c, uint32_t mask,
+                                                                int sh, uint32_t first, int64_t count, int64_t* out) {
+  for (int64_t j = 0; j < count; ++j) {
+    const uint32_t x = (a * (first + static_cast<uint32_t>(j)) + b) & mask;
+    out[j] = static_cast<int64_t>((c * (x ^ (x >> sh))) & mask);
+  }
+}
 }  // namespace
+
+void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out) const {
+  const uint64_t mask = static_cast<uint64_t>(n - 1);
+  if (n <= (int64_t{1} << 32)) {
+    permute32(static_cast<uint32_t>(a_), static_cast<uint32_t>(b_), static_cast<uint32_t>(c_),
+              static_cast<uint32_t>(mask), shift, static_cast<uint32_t>(first), count, out);
+    return;
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const uint64_t x = (a_ * static_cast<uint64_t>(first + j) + b_) & mask;
+    out[j] = static_cast<int64_t>((c_ * (x ^ (x >> shift))) & mask);
+  }
+}
 
 Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
     : sc_(s), sink_(sink), plan_(s), sampler_(s.world_size, s.batch_size * s.grad_accum, s.seed),
@@ -43,10 +67,9 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
   loss_.resize(world_);
   replay_.resize(world_);
   ids_.resize(static_cast<size_t>(sampler_.per_rank));
+  global_ids_.resize(static_cast<size_t>(sampler_.global));
   res_.truths = plan_.truths();
-  step_rec_.kind = RecordKind::step;
-  hb_rec_.kind = RecordKind::heartbeat;
-  ev_rec_.kind = RecordKind::event;
+  block_.resize(kBlock);
 }
 
 // Every fault at every hook, once for the untargeted ranks (a fault acts alike on every rank it
@@ -67,6 +90,7 @@ SimResult Walk::run() {
       if (act(r).block_s >= sc_.collective_timeout_s) hung = r;
     if (hung >= 0) {
       hang(s, hung);
+      flush();
       sink_.end(t_);
       res_.t_end = t_;
       for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
@@ -76,14 +100,13 @@ SimResult Walk::run() {
     if (sc_.eval_every > 0 && s % sc_.eval_every == 0) {
       for (int r = 0; r < world_; ++r) event(r, "eval_start", s, t_);
       pause("eval", kEvalS, s);
-      Record e;
-      e.kind = RecordKind::eval;
-      e.step = s;
-      e.t = t_;
-      e.eval_loss = loss_at(tr_.progress) * 1.03;
       for (int r = 0; r < world_; ++r) {
+        Record& e = slot(RecordKind::eval);
         e.rank = r;
-        write(e);
+        e.step = s;
+        e.t = t_;
+        e.eval_loss = loss_at(tr_.progress) * 1.03;
+        emitted(e);
         event(r, "eval_end", s, t_);
       }
     }
@@ -116,12 +139,16 @@ SimResult Walk::run() {
   if (!res_.failed)
     for (int r = 0; r < world_; ++r) event(r, "run_end", res_.last_step, t_, "param_mismatches 0");
   res_.t_end = t_;
+  flush();
   sink_.end(t_);
   for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
   return res_;
 }
 
 void Walk::step(int64_t s) {
+  // this step's per-rank draws, one stream each (model.h)
+  const uint64_t k_compute = step_key(seed_, 1, s), k_loss = step_key(seed_, 3, s), k_t = step_key(seed_, 5, s),
+                 k_local = step_key(seed_, 6, s);
   const StepActions& g = generic_;
   // ---- data: the sampler's next global batch, or the batch a fault asks for
   const int64_t index = RunPlan::replaced_batch(g).value_or(tr_.sampler_index);
@@ -132,7 +159,7 @@ void Walk::step(int64_t s) {
   cmax_ = 0;
   for (int r = 0; r < world_; ++r) {
     const StepActions& a = act(r);
-    double c = compute_ms_ * (1 + 0.02 * gauss(key(seed_, 1, s, r))) * (1 + a.slowdown);
+    double c = compute_ms_ * (1 + 0.02 * gauss(draw(k_compute, r))) * (1 + a.slowdown);
     if (a.skip_backward) c *= 0.35;  // forward only
     if (a.block_s > 0) c += a.block_s * 1000;  // shorter than the collective timeout: a late arrival
     compute_[r] = c;
@@ -148,7 +175,7 @@ void Walk::step(int64_t s) {
   const double L = loss_at(tr_.progress), shared = 0.005 * gauss(key(seed_, 2, s, -1));
   double loss_sum = 0;
   for (int r = 0; r < world_; ++r) {
-    loss_[r] = L * (1 + shared + 0.03 * gauss(key(seed_, 3, s, r))) * (replay_[r] ? 0.97 : 1.0);  // memorised
+    loss_[r] = L * (1 + shared + 0.03 * gauss(draw(k_loss, r))) * (replay_[r] ? 0.97 : 1.0);  // memorised
     loss_sum += loss_[r];
   }
   const double loss_avg = loss_sum / world_;
@@ -176,40 +203,46 @@ void Walk::step(int64_t s) {
   const double step_ms = kDataMs + cmax_ + comm_ms_ + kOptimizerMs;
   const double t_end = t_ + step_ms / 1000;
   // ---- logging: heartbeats inside the step, then the step record, rank by rank
-  Record& rec = step_rec_;
-  rec.opt_step = tr_.c.opt_step;
-  rec.lr = lr;
-  rec.grad_norm = grad_norm;
-  rec.grad_zero_frac = zero_frac;
-  rec.param_norm = param_norm;
-  rec.update_norm = update_norm;
-  rec.loss_scale = scale_used;
-  rec.overflow = overflow;
-  rec.skipped = skipped;
-  rec.epoch = sampler_.epoch(index);
-  rec.samples_seen = tr_.c.samples_seen;
-  rec.step_ms = step_ms;
-  rec.param_mismatches = 0;  // modelled ranks apply one update
+  const int64_t epoch = sampler_.epoch(index);
   const bool logged = plan_.logs(s);
+  if (logged) sampler_.global_ids(index, global_ids_.data());  // every rank's slice at once
   for (int r = 0; r < world_; ++r) {
     const StepActions& a = act(r);
     beats_until(r, t_end, s);
     RunPlan::log(tr_.logged[r], a, s, loss_[r]);
     if (!logged) continue;
     const bool zero = RunPlan::contributes_zeros(a);
-    sampler_.ids(RunPlan::replaced_batch(a).value_or(index), r, ids_.data());
+    const int64_t* ids = global_ids_.data() + static_cast<size_t>(r) * ids_.size();
+    if (const auto own = RunPlan::replaced_batch(a); own && *own != index) {
+      sampler_.ids(*own, r, ids_.data());
+      ids = ids_.data();
+    }
+    Record& rec = slot(RecordKind::step);
+    rec.opt_step = tr_.c.opt_step;
+    rec.lr = lr;
+    rec.grad_norm = grad_norm;
+    rec.grad_zero_frac = zero_frac;
+    rec.param_norm = param_norm;
+    rec.update_norm = update_norm;
+    rec.loss_scale = scale_used;
+    rec.overflow = overflow;
+    rec.skipped = skipped;
+    rec.epoch = epoch;
+    rec.samples_seen = tr_.c.samples_seen;
+    rec.step_ms = step_ms;
+    rec.param_mismatches = 0;  // modelled ranks apply one update
     rec.rank = r;
-    rec.t = t_end + 1e-4 * unif(key(seed_, 5, s, r));  // ranks write a fraction of a ms apart
+    rec.t = t_end + 1e-4 * unif(draw(k_t, r));  // ranks write a fraction of a ms apart
     rec.step = tr_.logged[r].step;
     rec.loss = tr_.logged[r].loss;
     rec.loss_avg = RunPlan::logged_loss_avg(tr_.logged[r], a, loss_avg);
     // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
     rec.local_grad_norm = zero ? 0.0
                           : a.inject_inf ? std::numeric_limits<double>::infinity()
-                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(key(seed_, 6, s, r))) * (1 - zero_frac);
-    rec.batch_hash = batch_hash(ids_.data(), ids_.size());
+                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(draw(k_local, r))) * (1 - zero_frac);
+    rec.batch_hash = batch_hash(ids, ids_.size());
     rec.comm_ms = cmax_ - compute_[r] + comm_ms_;
-    write(rec);
+    emitted(rec);
     ++res_.step_records;
   }
   t_ = t_end + 1e-4;
@@ -221,10 +254,11 @@ void Walk::step(int64_t s) {
 // gone) or when the launcher kills it, kKillGraceS after the first failure (core/protocol.h), as the
 // harness does.
 void Walk::hang(int64_t s, int hung) {
+  const uint64_t k_compute = step_key(seed_, 1, s);
   step_t0_ = t_;
   cmax_ = 0;
   for (int r = 0; r < world_; ++r) {
-    compute_[r] = compute_ms_ * (1 + 0.02 * gauss(key(seed_, 1, s, r)));
+    compute_[r] = compute_ms_ * (1 + 0.02 * gauss(draw(k_compute, r)));
     cmax_ = std::max(cmax_, compute_[r]);
   }
   double first_err = std::numeric_limits<double>::infinity();
@@ -270,27 +304,46 @@ void Walk::beats_until(int r, double until, int64_t s) {
 }
 
 void Walk::heartbeat(int r, double t, int64_t s, const char* phase) {
-  hb_rec_.rank = r;
-  hb_rec_.t = t;
-  hb_rec_.step = s;
-  hb_rec_.phase = phase;
-  write(hb_rec_);
+  Record& h = slot(RecordKind::heartbeat);
+  h.rank = r;
+  h.t = t;
+  h.step = s;
+  h.phase = phase;
+  emitted(h);
   ++res_.heartbeats;
 }
 
 void Walk::event(int r, const char* name, int64_t s, double t, const std::string& detail) {
-  ev_rec_.rank = r;
-  ev_rec_.t = t;
-  ev_rec_.step = s;
-  ev_rec_.name = name;
-  ev_rec_.detail = detail;
-  write(ev_rec_);
+  Record& e = slot(RecordKind::event);
+  e.rank = r;
+  e.t = t;
+  e.step = s;
+  e.name = name;
+  e.detail = detail;
+  emitted(e);
 }
 
-void Walk::write(const Record& r) {
-  sink_.write(r);
+Record& Walk::slot(RecordKind k) {
+  if (n_ == kBlock) flush();
+  Record& r = block_[n_];
+  if (r.kind == k) return r;  // the caller sets every field of its kind
+  if (r.kind == RecordKind::step || r.kind == RecordKind::eval) r = Record{};  // numbers of another kind
+  r.phase.clear();
+  r.name.clear();
+  r.detail.clear();
+  r.kind = k;
+  return r;
+}
+
+void Walk::emitted(const Record& r) {
+  ++n_;
   onsets_.observe(r);
   ++res_.records;
+}
+
+void Walk::flush() {
+  if (n_) sink_.write_block(block_.data(), n_);
+  n_ = 0;
 }
 
 // trainer.cpp's watchdog phases: data, compute (forward + backward, or a block before the

@@ -1,5 +1,6 @@
 // Walk: the fleet simulator's state while it walks a scenario (simulator.h). Per-rank state is a few
-// vectors of length world_size (O(ranks) memory); one Record of each kind is reused for every write.
+// vectors of length world_size (O(ranks) memory). Records are built in place in a block of kBlock
+// slots that goes to the sink whole (RecordSink::write_block): no copy per record.
 #pragma once
 #include <memory>
 #include <vector>
@@ -33,7 +34,11 @@ class Walk {
   void beats_until(int r, double until, int64_t s);  // heartbeats of rank r inside the current step
   const char* phase_at(int r, double t) const;       // the watchdog's phase of rank r at t
   void heartbeat(int r, double t, int64_t s, const char* phase);
-  void write(const Record& r);                       // to the sink, and to the onset clock
+  // The next slot of the block, holding a record of kind k with no field of another kind set; the
+  // caller sets every field of its kind, then calls emitted(). A full block goes to the sink first.
+  Record& slot(RecordKind k);
+  void emitted(const Record& r);                     // to the onset clock, counted
+  void flush();                                      // the block to the sink
 
   const Scenario& sc_;
   RecordSink& sink_;
@@ -53,10 +58,12 @@ class Walk {
   std::vector<StepActions> targeted_;
   std::vector<double> next_hb_, compute_, loss_;
   std::vector<char> replay_;             // the rank trains on a batch already trained on
-  std::vector<int64_t> ids_;
+  std::vector<int64_t> ids_, global_ids_;  // one rank's batch; the whole global batch of the step
   // the step being emitted (for the heartbeat phase)
   double step_t0_ = 0, cmax_ = 0;
-  Record step_rec_, hb_rec_, ev_rec_;
+  static constexpr size_t kBlock = 16384;
+  std::vector<Record> block_;
+  size_t n_ = 0;
   SimResult res_;
   OnsetClock onsets_;
 };

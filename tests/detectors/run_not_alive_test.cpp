@@ -125,8 +125,83 @@ TEST(RunNotAliveDetector, EndOfStreamIsNotAHang) {
   recs.resize(recs.size() / 2);  // the stream stops mid-run: no run_end, no more heartbeats
   auto d = make_detector(kCause, {2});
   for (const auto& r : recs) d->observe(r);
-  d->finish(recs.back().t + 600);
+  d->finish(recs.back().t);  // a log read to its end: the run ended with its last record
   EXPECT_FALSE(d->finding());
+}
+
+// The end of the run is the launcher's clock, not the last record: ranks silent for ten heartbeats
+// before it are named (every rank SIGSTOPped, then killed).
+TEST(RunNotAliveDetector, LivenessIsJudgedAgainstTheEndOfTheRun) {
+  Spec sp;
+  sp.steps = 100;
+  auto recs = interleave(generate(sp), Order::by_time);
+  recs.resize(recs.size() / 2);
+  const double last = recs.back().t;
+  for (double gap : {4.9, 5.1}) {  // heartbeats every 0.5 s: the bound is 10 of them, 5 s
+    auto d = make_detector(kCause, {2});
+    for (const auto& r : recs) d->observe(r);
+    d->finish(last + gap);
+    if (gap < 5) {
+      EXPECT_FALSE(d->finding()) << d->finding()->evidence[0];
+      continue;
+    }
+    auto f = d->finding();
+    ASSERT_TRUE(f);
+    EXPECT_NEAR(f->detected_t, last + 5.0, 0.6);
+    EXPECT_NE(f->evidence[0].find("wrote nothing for"), std::string::npos) << f->evidence[0];
+    EXPECT_NE(f->evidence[0].find("no rank has written a record since"), std::string::npos) << f->evidence[0];
+  }
+}
+
+// Live: the launcher's clock (advance) names a rank that stopped while its peer waits for it, before
+// the run ends; and nothing while the silence is shorter than the bound.
+TEST(RunNotAliveDetector, ASilentRankIsNamedLiveOnTheLaunchersClock) {
+  Spec sp;
+  sp.steps = 200;
+  auto rs = generate(sp);
+  const double stop = step_t(rs, 1, 80);
+  std::vector<Record> recs;
+  for (const auto& r : interleave(rs, Order::by_time))
+    if (r.rank == 0 || r.t <= stop) recs.push_back(r);  // rank 1 stopped (SIGSTOP) after step 80
+  auto d = make_detector(kCause, {2});
+  double t = 0;
+  for (const auto& r : recs) {
+    if (r.t > stop + 6) break;
+    d->observe(r);
+    t = r.t;
+    d->advance(t);
+    if (t < stop + 5) EXPECT_FALSE(d->finding()) << t << ": " << d->finding()->evidence[0];
+  }
+  auto f = d->finding();
+  ASSERT_TRUE(f) << "up to t=" << t;
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_EQ(f->onset_step, 81);
+  EXPECT_NE(f->evidence[0].find("rank 1 wrote nothing for"), std::string::npos) << f->evidence[0];
+}
+
+// The launcher's `stopped` event for a rank it killed is not a sign of life: the rank's silence before
+// it is judged at its t (a replay of the run directory finds what the live launcher found).
+TEST(RunNotAliveDetector, TheLaunchersStoppedEventIsNoSignOfLife) {
+  Spec sp;
+  sp.steps = 100;
+  auto recs = interleave(generate(sp), Order::by_time);
+  recs.resize(recs.size() / 2);
+  const double last = recs.back().t;
+  for (int r = 0; r < 2; ++r) {
+    Record e;
+    e.kind = RecordKind::event;
+    e.rank = r;
+    e.t = last + 30;
+    e.name = "stopped";
+    e.detail = "no record from any rank for 30 s: every rank stopped by the launcher";
+    recs.push_back(e);
+  }
+  auto d = make_detector(kCause, {2});
+  for (const auto& r : recs) d->observe(r);
+  d->finish(last + 30);
+  auto f = d->finding();
+  ASSERT_TRUE(f);
+  EXPECT_NEAR(f->detected_t, last + 5.0, 0.6);
 }
 
 // --- 3. injected faults ---------------------------------------------------------------------------

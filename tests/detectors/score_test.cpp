@@ -165,9 +165,11 @@ TEST(Score, FailedRunMissesItsExpectationUnlessDeathWasExpected) {
   m.status = "failed";
   m.error = "rank 1: out of memory";
   RunScore r = score_run(m, diag("lr_zero", 401));
-  EXPECT_TRUE(r.correct);
+  EXPECT_TRUE(r.harness_error);  // the run proves nothing about the detector, either way
+  EXPECT_FALSE(r.correct);
+  EXPECT_FALSE(r.false_alarm);
   EXPECT_FALSE(r.expect_met);
-  EXPECT_EQ(r.expect_detail, "run failed (expected lr_zero within 5 steps): rank 1: out of memory");
+  EXPECT_EQ(r.expect_detail, "harness error: run failed (expected lr_zero within 5 steps): rank 1: out of memory");
 
   Manifest hang = faulty("run_not_alive", 1, 300, 300);
   hang.status = "failed";
@@ -335,20 +337,21 @@ TEST(Score, JunitHasFailuresAndEscapes) {
   runs.push_back(score_run(healthy_manifest("clean"), Diagnosis{}));
   std::string x = to_junit(score_suite(runs));
   EXPECT_EQ(x.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 0), 0u);
-  EXPECT_NE(x.find("<testsuites name=\"flatline\" tests=\"2\" failures=\"1\""), std::string::npos) << x;
-  EXPECT_NE(x.find("<testsuite name=\"flatline.score\" tests=\"2\" failures=\"1\""), std::string::npos);
+  // a failed run is the harness's error, not the detectors' failure
+  EXPECT_NE(x.find("<testsuites name=\"flatline\" tests=\"2\" failures=\"0\" errors=\"1\""), std::string::npos) << x;
+  EXPECT_NE(x.find("<testsuite name=\"flatline.score\" tests=\"2\" failures=\"0\" errors=\"1\""), std::string::npos);
   EXPECT_NE(x.find("<testcase classname=\"flatline.lr_zero\" name=\"lr&lt;&amp;&quot;x&apos;&gt;\" time=\"3.250\">"),
             std::string::npos)
       << x;
-  EXPECT_NE(x.find("<failure message=\"run failed (expected lr_zero within 5 steps): boom &lt;rank 1&gt; &amp; "
-                   "&quot;quoted&quot;&#10;second line\" type=\"expect\">"),
+  EXPECT_NE(x.find("<error message=\"harness error: run failed (expected lr_zero within 5 steps): boom &lt;rank 1&gt; "
+                   "&amp; &quot;quoted&quot;&#10;second line\" type=\"harness\">"),
             std::string::npos)
       << x;
   EXPECT_NE(x.find("<testcase classname=\"flatline.healthy\" name=\"clean\" time=\"0.000\"/>"), std::string::npos);
   EXPECT_EQ(x.find("lr<"), std::string::npos);  // no raw specials leak
   EXPECT_EQ(x.find("\"quoted\""), std::string::npos);
-  // Balanced: one failure element, opened and closed.
-  EXPECT_NE(x.find("</failure>\n    </testcase>"), std::string::npos);
+  // Balanced: one error element, opened and closed.
+  EXPECT_NE(x.find("</error>\n    </testcase>"), std::string::npos);
   EXPECT_NE(x.find("</testsuite>\n</testsuites>\n"), std::string::npos);
 }
 

@@ -179,12 +179,12 @@ TEST_F(DrillReportE2E, TheDrillScenariosAreForTheSimulatorOnly) {
   int st = -1;
   std::string out = sh(std::string(FLATLINE_BIN) + " score " + dir + " --out " + *suite_ + "/score-out", &st);
   EXPECT_EQ(st, 2) << out;
-  EXPECT_NE(out.find("skipped " + dir + "/healthy-restart.yaml: fleet_only (run it with `flatline simulate`)"),
+  EXPECT_NE(out.find("skip " + dir + "/healthy-restart.yaml: fleet-only (world_size 1024): flatline simulate"),
             std::string::npos) << out;
-  EXPECT_NE(out.find("every scenario given is fleet_only"), std::string::npos) << out;
+  EXPECT_NE(out.find("scenario(s) found are fleet-only (flatline simulate)"), std::string::npos) << out;
   out = sh(std::string(FLATLINE_BIN) + " run " + dir + "/healthy-restart.yaml --out " + *suite_ + "/run-out", &st);
   EXPECT_EQ(st, 2) << out;
-  EXPECT_NE(out.find("healthy-restart.yaml: fleet_only: a scenario for the fleet simulator"), std::string::npos) << out;
+  EXPECT_NE(out.find("healthy-restart.yaml: fleet-only scenario (fleet_only: true, world_size 1024)"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(*suite_ + "/run-out"));
 }
 

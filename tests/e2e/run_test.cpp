@@ -11,46 +11,13 @@
 
 #include "telemetry/jsonl.h"
 #include "telemetry/manifest.h"
+#include "tests/e2e/helpers.h"
 
 namespace {
 namespace fs = std::filesystem;
+using namespace flatline::e2e;
 
-struct Ran {
-  int status;
-  std::string out;
-  double seconds;
-};
-
-Ran run(const std::string& args) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::string cmd = std::string(FLATLINE_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int st = pclose(p);
-  return {WEXITSTATUS(st), out, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-}
-
-std::string scratch() {
-  auto d = fs::temp_directory_path() / ("flatline-e2e-" + std::to_string(std::random_device{}() % 1000000));
-  fs::create_directories(d);
-  return d.string();
-}
-
-std::string write(const std::string& dir, const std::string& name, const std::string& text) {
-  std::ofstream(dir + "/" + name) << text;
-  return dir + "/" + name;
-}
-
-const char* kBase = R"(seed: 3
-model: {kind: gpt, n_layer: 1, n_head: 2, n_embd: 32, block_size: 32}
-data: {kind: text}
-world_size: 2
-batch_size: 8
-optimizer: {kind: adamw, lr: 3.0e-3}
-heartbeat_s: 0.2
-)";
+const char* kBase = kTinyBase;
 
 TEST(EndToEnd, RunNamesLrZeroWithEvidenceAndWritesTheRunDirectory) {
   const std::string d = scratch();
@@ -144,10 +111,6 @@ TEST(EndToEnd, BadScenarioNamesFileLineAndKey) {
   EXPECT_NE(r.out.find(path + ":10:1: unknown key 'bogus_key'"), std::string::npos) << r.out;
 }
 
-}  // namespace
-
-namespace {
-
 // `flatline score` over a directory: progress lines, the scoreboard, JSON and JUnit files, and an exit
 // status that says whether every expectation was met.
 TEST(EndToEnd, ScoreRunsASuiteAndWritesJunit) {
@@ -174,10 +137,6 @@ expect: {cause: zero_grad_rank, rank: 0, within_steps: 2}
   EXPECT_NE(xml.find("failures=\"0\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("name=\"e2e-suite-zero-grad\""), std::string::npos) << xml;
 }
-
-}  // namespace
-
-namespace {
 
 // A scenario never replaces a directory that is not a run directory (a name like '..' is refused by
 // the loader; this is the launcher's own guard).

@@ -296,7 +296,7 @@ TEST(Scenario, MissingFileErrorNamesIt) {
     load_scenario_file("/nonexistent/flatline/x.yaml");
     FAIL();
   } catch (const ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()), "/nonexistent/flatline/x.yaml: cannot open scenario file");
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/flatline/x.yaml: no such file");
   }
 }
 

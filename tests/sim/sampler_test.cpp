@@ -63,4 +63,32 @@ TEST(BatchHash, DependsOnIdsAndOrder) {
   EXPECT_NE(batch_hash({1, 2, 3}), batch_hash({1, 2, 4}));
 }
 
+// Another world size continues the same permutation after the same samples (sim/sampler.h reshard).
+TEST(Sampler, ReshardContinuesAfterTheSameSamplesOrRefuses) {
+  const int64_t n = 1000;
+  DistributedSampler two0(n, 2, 0, 4, 1, 9), two1(n, 2, 1, 4, 1, 9);
+  std::set<int64_t> trained;
+  for (int i = 0; i < 10; ++i) {
+    for (auto id : two0.next()) trained.insert(id);
+    for (auto id : two1.next()) trained.insert(id);
+  }
+  const auto one = reshard(two0.state(), n, 2, 1, 4);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->epoch, 0);
+  EXPECT_EQ(one->position, 20);  // 10 batches of 8 = 20 of 4
+  DistributedSampler single(n, 1, 0, 4, 1, 9);
+  single.set_state(*one);
+  for (int i = 0; i < 20; ++i)
+    for (auto id : single.next()) EXPECT_EQ(trained.count(id), 0u) << "sample " << id << " trained twice";
+  EXPECT_FALSE(reshard(two0.state(), n, 2, 3, 4));  // 80 samples are not whole batches of 12
+  EXPECT_EQ(reshard(two0.state(), n, 2, 4, 4)->position, 5);
+  // the end of an epoch: what is left is the dropped tail, so the next epoch starts
+  EXPECT_EQ(reshard(SamplerState{2, 124}, n, 1, 2, 4)->epoch, 2);
+  EXPECT_EQ(reshard(SamplerState{2, 124}, n, 1, 2, 4)->position, 62);
+  // 90 of 100 samples consumed; the new epoch is 3 batches of 30 (90): all of them done
+  EXPECT_EQ(reshard(SamplerState{0, 9}, 100, 1, 3, 10)->epoch, 1);
+  EXPECT_EQ(reshard(SamplerState{0, 9}, 100, 1, 3, 10)->position, 0);
+  EXPECT_FALSE(reshard(SamplerState{0, 1}, 10, 1, 4, 4));  // a global batch larger than the data
+}
+
 }  // namespace flatline

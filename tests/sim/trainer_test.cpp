@@ -3,6 +3,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "tests/sim/ranks.h"
@@ -165,6 +168,68 @@ TEST(Resume, WithoutAGivenOriginContinuesTheRunsClock) {
   ASSERT_TRUE(resumed);
   ASSERT_GT(last_before, 0);
   EXPECT_GT(first_after, last_before + 0.4);  // the pause between the launches is on the run's clock
+}
+
+// A resume under another world size: 2 ranks' checkpoint continued by 1 rank re-shards the sampler, so
+// no sample is trained twice (it used to replay: diagnose said data_replay on a healthy run); 3 ranks,
+// whose global batch does not divide what was consumed, are refused naming the checkpoint and the fix.
+TEST(Resume, AnotherWorldSizeReShardsTheSamplerExactlyOrIsRefused) {
+  Scenario s = tiny_gpt(2, 10);
+  s.checkpoint_every = 10;
+  const std::string dir = temp_dir("reshard");
+  run_ranks(s, dir, false, false);
+  std::set<uint64_t> before;
+  for (int r = 0; r < 2; ++r)
+    for (const auto& rec : read_jsonl(dir + "/telemetry/rank-" + std::to_string(r) + ".jsonl", nullptr))
+      if (rec.kind == RecordKind::step) before.insert(*rec.batch_hash);
+  auto resume = [&](const std::string& in, int world, int64_t steps, std::vector<std::string>* errors) {
+    Scenario t = s;
+    t.world_size = world;
+    t.steps = steps;
+    run_ranks(t, in, /*resume=*/true, false, errors);
+  };
+  // 2 -> 1: 10 global batches of 8 samples = 20 of 4
+  resume(dir, 1, 30, nullptr);
+  int64_t after = 0, samples = -1;
+  std::string detail;
+  for (const auto& rec : read_jsonl(dir + "/telemetry/rank-0.jsonl", nullptr)) {
+    if (rec.kind == RecordKind::event && rec.name == "resume") detail = rec.detail;
+    if (rec.kind != RecordKind::step || rec.step <= 10) continue;
+    ++after;
+    EXPECT_EQ(before.count(*rec.batch_hash), 0u) << "step " << rec.step << " trains a batch already trained";
+    samples = *rec.samples_seen;
+  }
+  EXPECT_EQ(after, 20);
+  EXPECT_EQ(samples, 40 + 20 * 4);  // rank 0's 10 x 4 before, 20 x 4 after
+  EXPECT_EQ(detail, "from checkpoint step 10, re-sharded from 2 to 1 ranks");
+  // 2 -> 3: 80 samples consumed, 3 ranks take 12 a step
+  const std::string dir3 = temp_dir("reshard3");
+  run_ranks(s, dir3, false, false);
+  std::vector<std::string> errors;
+  resume(dir3, 3, 20, &errors);
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors)
+    EXPECT_EQ(e, dir3 + "/checkpoints/step-00000010: written by 2 ranks; 3 ranks cannot continue its sampler without "
+                        "replaying or skipping data (10 global batches of 8 samples into epoch 0 is not a whole number "
+                        "of global batches of 12): resume with WORLD_SIZE=2");
+}
+
+// Resume errors name the file: a checkpoint that is not a zip archive (LibTorch says only "failed
+// finding central directory"), and a `step-latest` link next to the checkpoints is not one of them.
+TEST(Resume, ErrorsNameTheCheckpointFileAndStrayNamesAreIgnored) {
+  Scenario s = tiny_gpt(1, 4);
+  s.checkpoint_every = 2;
+  const std::string dir = temp_dir("corrupt");
+  run_ranks(s, dir);
+  std::filesystem::create_directory_symlink(dir + "/checkpoints/step-00000004", dir + "/checkpoints/step-latest");
+  Scenario longer = s;
+  longer.steps = 6;
+  run_ranks(longer, dir, /*resume=*/true);  // the link is skipped, not parsed as a step ("stoll")
+  std::ofstream(dir + "/checkpoints/step-00000006/rank-0.pt", std::ios::trunc) << "not a checkpoint";
+  std::vector<std::string> errors;
+  run_ranks(longer, dir, /*resume=*/true, true, &errors);
+  const std::string file = dir + "/checkpoints/step-00000006/rank-0.pt";
+  EXPECT_EQ(errors[0].rfind(file + ": not a readable checkpoint: ", 0), 0u) << errors[0];
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryCheckpoint, ResumeAt,

@@ -154,7 +154,7 @@ TEST(Manifest, WriteToAnUnwritablePathThrowsNamingIt) {
     write_manifest(example(), path);
     FAIL() << "no throw";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": cannot write manifest");
+    EXPECT_EQ(std::string(e.what()), path + ": cannot write the manifest (open): No such file or directory");
   }
 }
 
