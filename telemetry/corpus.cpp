@@ -145,15 +145,16 @@ Corpus read_corpus(const std::string& dir) {
   for (const auto& r : c.runs) {
     const CorpusRun now = hash_run(dir, r.name);
     for (const auto& [p, h] : r.files) {
-      auto it = std::find_if(now.files.begin(), now.files.end(), [&](const auto& f) { return f.first == p; });
+      const std::string& file = p;  // a lambda may not capture a structured binding before C++20 (clang)
+      auto it = std::find_if(now.files.begin(), now.files.end(), [&](const auto& f) { return f.first == file; });
       if (it == now.files.end()) throw CorpusError(fmt::format("{}: run {}: {} is missing", path, r.name, p));
       if (it->second != h)
         throw CorpusError(fmt::format("{}: run {}: {} changed since it was recorded (hash {}, recorded {})", path,
                                       r.name, p, it->second, h));
     }
-    for (const auto& [p, h] : now.files)
-      if (std::none_of(r.files.begin(), r.files.end(), [&](const auto& f) { return f.first == p; }))
-        throw CorpusError(fmt::format("{}: run {}: {} was not in the recording", path, r.name, p));
+    for (const auto& f_now : now.files)
+      if (std::none_of(r.files.begin(), r.files.end(), [&](const auto& f) { return f.first == f_now.first; }))
+        throw CorpusError(fmt::format("{}: run {}: {} was not in the recording", path, r.name, f_now.first));
     if (run_hash(r) != r.hash) throw CorpusError(fmt::format("{}: run {}: recorded hash does not match its files", path, r.name));
   }
   if (corpus_id(c.runs) != c.id) throw CorpusError(path + ": the corpus id does not match its runs");
