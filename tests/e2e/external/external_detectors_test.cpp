@@ -168,7 +168,10 @@ TEST(ExternalDetectors, TensorBoardWatcherIsScoredLiveOnLrZero) {
   auto run = runs_of(j, "tb")["ext-tb"];
   EXPECT_EQ(run["result"], "ok") << r.out;
   EXPECT_EQ(run["alarms"][0]["cause"], "lr_zero");
-  EXPECT_GE(run["alarms"][0]["step"].get<int>(), 40);
+  // An alarm is stamped with the last record the detector had on stdin; rank 0 writes the event file
+  // itself, so the file can be a poll or two ahead of the launcher's feed (seen: lr 0 at step 40 in the
+  // file, stamped 39 on a loaded host). Never more than that: lr is 0 only from step 40.
+  EXPECT_GE(run["alarms"][0]["step"].get<int>(), 38);
   EXPECT_FALSE(fs::is_empty(d + "/runs/ext-tb/formats/tensorboard"));
   // Replayed, the detector sees the event file re-written at the pace it reads: the same verdict.
   Ran again = flatline("score " + d + "/runs --detector tb='python3 " + FLATLINE_SOURCE_DIR +
