@@ -168,10 +168,13 @@ TEST(ExternalDetectors, TensorBoardWatcherIsScoredLiveOnLrZero) {
   auto run = runs_of(j, "tb")["ext-tb"];
   EXPECT_EQ(run["result"], "ok") << r.out;
   EXPECT_EQ(run["alarms"][0]["cause"], "lr_zero");
-  // An alarm is stamped with the last record the detector had on stdin; rank 0 writes the event file
-  // itself, so the file can be a poll or two ahead of the launcher's feed (seen: lr 0 at step 40 in the
-  // file, stamped 39 on a loaded host). Never more than that: lr is 0 only from step 40.
-  EXPECT_GE(run["alarms"][0]["step"].get<int>(), 38);
+  // The step the watcher read lr 0 at, from the event file: never before the fault (step 40). The
+  // harness's stamp (the last record it had on stdin) is not checked against 40: rank 0 writes the
+  // event file itself, ahead of the launcher's feed by however long the host makes the feed wait
+  // (stamped 39 and 37 on a loaded fresh clone); the result "ok" above is the scorer's judgement of it.
+  ASSERT_TRUE(run["alarms"][0]["claimed_step"].is_number()) << run.dump();
+  EXPECT_GE(run["alarms"][0]["claimed_step"].get<int>(), 40) << run.dump();
+  EXPECT_GE(run["alarms"][0]["step"].get<int>(), 20) << run.dump();  // not at the start of the run
   EXPECT_FALSE(fs::is_empty(d + "/runs/ext-tb/formats/tensorboard"));
   // Replayed, the detector sees the event file re-written at the pace it reads: the same verdict.
   Ran again = flatline("score " + d + "/runs --detector tb='python3 " + FLATLINE_SOURCE_DIR +
