@@ -219,18 +219,6 @@ void append_event(const std::string& file, const Record& r) {
   if (!ok) throw IoError(fmt::format("{}: cannot append the launcher's `{}` event: {}", file, r.name, std::strerror(err)));
 }
 
-// Whether a rank's stream ended with its own last word (as run_not_alive reads it): an end event, not
-// undone by the stray heartbeat of the exiting process, only by a step or a new process's start.
-bool update_ended(bool ended, const Record& r) {
-  if (r.kind == RecordKind::event && (r.name == "run_end" || r.name == "stop_for_restart" || r.name == "error" ||
-                                      r.name == "interrupted" || r.name == "stopped"))
-    return true;
-  if (r.kind == RecordKind::step ||
-      (r.kind == RecordKind::event && (r.name == "run_start" || r.name == "resume" || r.name == "checkpoint_load")))
-    return false;
-  return ended;
-}
-
 // Feeds every new record of every rank into the triage, the onset clock and the progress line (each
 // rank's order preserved), and remembers how each rank's stream stands.
 struct LiveFeed {
@@ -254,7 +242,7 @@ struct LiveFeed {
         onsets.observe(r);
         if (progress) progress->observe(r, now_wall);
         if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
-        ended[i] = update_ended(ended[i], r);
+        ended[i] = stream_ended_after(ended[i], r);
         last_step[i] = r.step;
       }
     }
@@ -300,7 +288,6 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
         p.killed_why = why;
       }
   };
-  bool first_is_consequence = false;  // first_error is a failed collective (kCommFailureMark)
   while (alive > 0) {
     if (c.feed.detectors) {
       c.feed.detectors->pump(wall_now() - c.t0, kPollWithDetectorsMs);
@@ -330,11 +317,12 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
       drain_output(p, static_cast<int>(i), c.warnings);
       const bool by_signal_asked = forwarded > 0 && p.code == kExitSignalBase + c.res.interrupted_by;
       if (p.code != kExitOk && p.code != kExitRestart && !by_signal_asked && p.killed_why.empty()) {
-        const bool consequence = p.tail.find(kCommFailureMark) != std::string::npos;
-        if (c.res.first_error.empty() || (first_is_consequence && !consequence)) {
-          c.res.first_error = fmt::format("rank {} exited with {}: {}", i, status_text(p.code), last_words(p.tail, 3));
-          first_is_consequence = consequence;
-        }
+        // A failed collective (its last words carry kCommFailureMark) gives way to another kind of failure.
+        const std::string words = last_words(p.tail, 3);
+        const bool consequence = words.find(kCommFailureMark) != std::string::npos;
+        if (c.res.first_error.empty() ||
+            (!consequence && c.res.first_error.find(kCommFailureMark) != std::string::npos))
+          c.res.first_error = fmt::format("rank {} exited with {}: {}", i, status_text(p.code), words);
         if (kill_at < 0) {
           // Its peers fail within the collective timeout; past that (plus start-up and checkpoint slack)
           // whoever is left is stuck.
@@ -353,7 +341,6 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
       if (forwarded == 0) {
         c.res.interrupted_by = sig;
         c.res.first_error = fmt::format("interrupted by {} (to the launcher); every rank was asked to stop", signal_name(sig));
-        first_is_consequence = false;
         for (auto& p : ranks)
           if (p.code == -1) {
             kill(p.pid, sig);
@@ -379,7 +366,6 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
                       now - last_record_wall, bound, kStallHeartbeats, s.heartbeat_s, s.collective_timeout_s,
                       any_record ? "" : fmt::format(", {:.0f} s more for start-up", kJoinTimeoutS));
       c.res.first_error = why;
-      first_is_consequence = false;
       say(o, "  [watchdog] " + why + "\n");
       kill_all(why);
     }

@@ -74,14 +74,6 @@ constexpr double kMinSilenceS = 2.0;     // s: and at least this (a loaded machi
 constexpr double kVisibleLatencyS = 1.0; // s: a record with t is visible to a live reader by t + this
 constexpr double kSilentNamedBeats = 2;  // evidence: a rank silent this many intervals at the detection
 
-bool ends_stream(const std::string& event) {
-  return event == "run_end" || event == "error" || event == "interrupted" || event == "stopped" ||
-         event == "stop_for_restart";
-}
-bool starts_stream(const std::string& event) {
-  return event == "run_start" || event == "resume" || event == "checkpoint_load";
-}
-
 bool mentions_hang(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const char* w : {"timeout", "timed out", "collective", "allreduce", "all_reduce", "all-reduce", "barrier",
@@ -120,8 +112,7 @@ class RunNotAlive final : public Detector {
     s.stopped = false;
     // A stream ends with its end event; stray heartbeats of the exiting process do not reopen it, a
     // step or a new process's start does.
-    if (r.kind == RecordKind::event && ends_stream(r.name)) s.ended = true;
-    else if (r.kind == RecordKind::step || (r.kind == RecordKind::event && starts_stream(r.name))) s.ended = false;
+    s.ended = stream_ended_after(s.ended, r);
     s.silence_offered = false;
     if (has_t) {
       any_t_ = true;

@@ -42,11 +42,26 @@ struct Record {
 
   // kind == heartbeat: phase in {data, compute, collective, optimizer, checkpoint, eval}
   std::string phase;
-  // kind == event: name in {checkpoint_save, checkpoint_load, eval_start, eval_end, resume, run_start, run_end, error}
+  // kind == event: name in {checkpoint_save, checkpoint_load, eval_start, eval_end, resume, run_start, run_end,
+  // error, stop_for_restart, interrupted, stopped (written by the launcher)}
   std::string name;
   std::string detail;                       // event detail (e.g. the error message)
   // kind == eval
   std::optional<double> eval_loss;
 };
+
+// Whether a rank's stream has ended with its own last word once `r` is read, given whether it had
+// before (docs/DESIGN.md §3): an end event (run_end, stop_for_restart, error, interrupted, stopped) ends
+// it; a step or a new process's start (run_start, resume, checkpoint_load) opens it again; anything
+// else (the exiting process's stray heartbeat) leaves it as it was. The launcher and run_not_alive both
+// read a stream so (inline: run_not_alive calls it for every record).
+inline bool stream_ended_after(bool ended, const Record& r) {
+  if (r.kind == RecordKind::step) return false;
+  if (r.kind != RecordKind::event) return ended;
+  const std::string& n = r.name;
+  if (n == "run_end" || n == "stop_for_restart" || n == "error" || n == "interrupted" || n == "stopped") return true;
+  if (n == "run_start" || n == "resume" || n == "checkpoint_load") return false;
+  return ended;
+}
 
 }  // namespace flatline
