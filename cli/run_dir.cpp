@@ -95,6 +95,13 @@ int take_lock(const std::string& dir, const std::string& path, bool create) {
                                          dir, holder.empty() ? "" : " (pid " + holder + ")", path));
   throw std::runtime_error(fmt::format("{}: cannot lock: {}", path, std::strerror(err)));
 }
+
+// The lock file's text: what not_a_run_dir recognises, and the pid a refused second run is told.
+void write_holder(const RunDirLock& lock, const std::string& path) {
+  const std::string text = fmt::format("flatline run lock\npid {}\n", getpid());
+  if (ftruncate(lock.fd(), 0) != 0 || pwrite(lock.fd(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    throw std::runtime_error(fmt::format("{}: cannot write the lock file: {}", path, std::strerror(errno)));
+}
 }  // namespace
 
 RunDirLock claim_run_dir(const std::string& dir) {
@@ -108,9 +115,7 @@ RunDirLock claim_run_dir(const std::string& dir) {
                                          dir, why));
   fs::create_directories(dir);
   if (!lock.held()) lock = RunDirLock(take_lock(dir, path, true));
-  const std::string text = fmt::format("flatline run lock\npid {}\n", getpid());
-  if (ftruncate(lock.fd(), 0) != 0 || pwrite(lock.fd(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-    throw std::runtime_error(fmt::format("{}: cannot write the lock file: {}", path, std::strerror(errno)));
+  write_holder(lock, path);
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().filename() != kRunDirLockFile) fs::remove_all(e.path());
   return lock;
@@ -120,9 +125,7 @@ RunDirLock lock_prepared_run_dir(const std::string& dir) {
   fs::create_directories(dir);
   const std::string path = dir + "/" + kRunDirLockFile;
   RunDirLock lock(take_lock(dir, path, true));
-  const std::string text = fmt::format("flatline run lock\npid {}\n", getpid());
-  if (ftruncate(lock.fd(), 0) != 0 || pwrite(lock.fd(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-    throw std::runtime_error(fmt::format("{}: cannot write the lock file: {}", path, std::strerror(errno)));
+  write_holder(lock, path);
   return lock;
 }
 
