@@ -19,7 +19,6 @@
 #include "cli/command.h"
 #include "cli/embedded.h"
 #include "report/drill.h"
-#include "telemetry/manifest.h"
 
 namespace flatline::cli {
 namespace {
@@ -50,15 +49,12 @@ int drill(const Args& a) {
       return 2;
     }
     const size_t pick = drill_pick(dirs.size(), seed);
-    try {  // the answer is the manifest's truth: without it the drill would score against "healthy"
-      read_manifest(dirs[pick] + "/manifest.json");
-    } catch (const std::exception& e) {
-      std::cerr << fmt::format("flatline drill: {}/manifest.json holds the run's hidden truth, and it cannot be "
-                               "read ({}): record the run again (flatline score --out {})\n",
-                               dirs[pick], e.what(), a.from);
+    try {
+      run = recorded_drill(dirs[pick]);
+    } catch (const DrillTruthError& e) {
+      std::cerr << fmt::format("flatline drill: {}: record the run again (flatline score --out {})\n", e.what(), a.from);
       return 2;
     }
-    run = recorded_drill(dirs[pick]);
     run.origin = fmt::format("the run: recorded, run {} of {} under {}, drawn by seed {}", pick + 1, dirs.size(),
                              a.from, seed);
     for (const auto& w : run.warnings) std::cerr << "warning: " << w << "\n";

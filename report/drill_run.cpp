@@ -165,7 +165,11 @@ DrillRun recorded_drill(const std::string& dir) {
   run.name = std::filesystem::path(dir).lexically_normal().filename().string();
   const std::string mpath = dir + "/manifest.json";
   if (std::filesystem::exists(mpath)) {
-    run.manifest = read_manifest(mpath);  // a manifest it cannot read is an error, not a healthy truth
+    try {  // a manifest it cannot read is an error, not a healthy truth
+      run.manifest = read_manifest(mpath);
+    } catch (const std::exception& e) {
+      throw DrillTruthError(fmt::format("{} holds the run's hidden truth, and it cannot be read ({})", mpath, e.what()));
+    }
     if (!run.manifest->scenario.empty()) run.name = run.manifest->scenario;
   }
   const auto files = telemetry_files(dir);

@@ -84,7 +84,13 @@ DrillRun simulate_drill(const DrillPlan& plan, uint64_t seed, std::launch detect
 
 // The recorded run directories under `dir` that have a manifest (the truth), sorted; [] when none.
 std::vector<std::string> recorded_drill_dirs(const std::string& dir);
-// Reads one recorded run for the drill. Throws std::runtime_error when it has no telemetry.
+// A recorded run's manifest.json, its hidden truth, cannot be read: the drill refuses the run rather
+// than score it against "healthy".
+struct DrillTruthError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// Reads one recorded run for the drill. Throws DrillTruthError when its manifest cannot be read,
+// std::runtime_error when it has no telemetry.
 DrillRun recorded_drill(const std::string& dir);
 
 // "Training loss went flat at step 37k after descending normally. Walk me through how you debug it."
