@@ -7,10 +7,10 @@
 // replayed (not a run directory, a bad diagnosis.json, an unwritable output).
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 
 #include "cli/command.h"
+#include "core/atomic_file.h"
 #include "cli/confirm_run.h"
 #include "report/html.h"
 
@@ -37,11 +37,9 @@ int confirm(const Args& a) {
   std::cout << fmt::format("  replays and confirm.json in {}\n", out);
   if (!a.html.empty()) {
     try {
-      RunData run = load_run(a.run_dir);
-      attach_confirmation(run, out);
-      std::ofstream f(a.html);
-      f << html_report({run}, "flatline confirm: " + run.name, false);
-      if (!f.flush()) throw std::runtime_error("cannot write " + a.html);
+      RunData run = load_run(a.run_dir);  // attaches RUN_DIR/confirm when it reads
+      if (!a.run.out.empty() || !run.confirmation) attach_confirmation(run, out);
+      write_file_atomic(a.html, html_report({run}, "flatline confirm: " + run.name, false), "the report");
       std::cout << "  report: " << a.html << "\n";
     } catch (const std::exception& e) {
       std::cerr << "flatline confirm: the report: " << e.what() << "\n";

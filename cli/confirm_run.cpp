@@ -5,10 +5,10 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "cli/launch.h"
+#include "core/atomic_file.h"
 #include "readers/reader.h"
 #include "readers/replay.h"
 #include "telemetry/jsonl.h"
@@ -83,7 +83,7 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
     d = diagnosis_from_json(read_text_file(diag_file), diag_file);
   } else {  // a run its launcher did not diagnose (workers under torchrun): diagnose its telemetry now
     if (o.progress) std::cout << "  (no diagnosis.json: diagnosing the telemetry)\n" << std::flush;
-    d = replay(read_log(run_dir, "flatline"));
+    d = diagnose_log(run_dir, "flatline", nullptr);
   }
   const std::vector<Record> original = rank0_records(run_dir);
   const ConfirmPlan plan = plan_confirmation(s, d, original, complete_checkpoints(run_dir), o.confirm);
@@ -146,7 +146,7 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
       const ReplayStart start = plan.branch >= 1 ? plan.branch_start : ReplayStart::fresh;
       control = replay("control", start, branch_ck, args);
       const std::string repair_file = out + "/repair.json";
-      std::ofstream(repair_file) << to_json(plan.repair) << "\n";
+      write_file_atomic(repair_file, to_json(plan.repair) + "\n", "the repair");
       args.insert(args.end(), {"--repair", repair_file});
       repaired = replay("repaired", start, branch_ck, args);
     }
@@ -154,16 +154,8 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
   ConfirmResult r = judge(s, plan, original, prefix, control, repaired, o.confirm);
   r.run_dir = run_dir;
   r.wall_s = since(t0);
-  std::ofstream f(out + "/confirm.json");
-  f << to_json(r) << "\n";
-  if (!f.flush()) throw std::runtime_error("cannot write " + out + "/confirm.json");
+  write_file_atomic(out + "/confirm.json", to_json(r) + "\n", "the confirmation");
   return r;
-}
-
-std::optional<ConfirmResult> recorded_confirmation(const std::string& run_dir) {
-  const std::string file = run_dir + "/confirm/confirm.json";
-  if (!fs::exists(file)) return std::nullopt;
-  return confirm_from_json(read_text_file(file), file);
 }
 
 }  // namespace flatline::cli

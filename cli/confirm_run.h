@@ -26,7 +26,4 @@ struct ConfirmRunOptions {
 // scenario.yaml or telemetry, an unreadable diagnosis.json, an OUT that is not a confirmation's.
 ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o);
 
-// The confirmation a run directory holds (RUN_DIR/confirm/confirm.json), if any.
-std::optional<ConfirmResult> recorded_confirmation(const std::string& run_dir);
-
 }  // namespace flatline::cli
