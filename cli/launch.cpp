@@ -225,7 +225,6 @@ struct LiveFeed {
   std::vector<std::unique_ptr<JsonlTail>> tails;
   std::vector<std::string> warnings;
   OnsetClock onsets;
-  double last_t = 0;
   std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
   std::vector<int64_t> last_step;   // the step of its last record
   DetectorFeed* detectors = nullptr;  // external detectors, when attached
@@ -241,7 +240,6 @@ struct LiveFeed {
         if (detectors) detectors->push(r);
         onsets.observe(r);
         if (progress) progress->observe(r, now_wall);
-        if (std::isfinite(r.t)) last_t = std::max(last_t, r.t);
         ended[i] = stream_ended_after(ended[i], r);
         last_step[i] = r.step;
       }
