@@ -212,12 +212,12 @@ class LossScaleCollapse final : public Detector {
       s.low_first = -1;
       s.underflow = 0;
     }
-    more_rules(r, s, bad, prev_scale, zero);  // zero: formatted only when a rule fires
+    more_rules(r, s, bad, zero);  // zero: formatted only when a rule fires
   }
 
   // (c) floor, (e) clamp, (f) rising zeros, (g) a fall below 1 without flags (the header's list).
   template <class Zero>
-  void more_rules(const Record& r, Rank& s, bool bad, double prev_scale, const Zero& zero) {
+  void more_rules(const Record& r, Rank& s, bool bad, const Zero& zero) {
     const bool advanced = s.prev_step < 0 || r.step > s.prev_step;
     const std::optional<double> ls = finite(r.loss_scale) ? r.loss_scale : std::nullopt;
     if (!advanced) {  // a restart re-runs steps: the scales before it say nothing about this one
@@ -226,7 +226,7 @@ class LossScaleCollapse final : public Detector {
     }
     // (c)
     if (bad && s.fp16) {
-      const double used = ls ? *ls : s.scale;
+      const double used = s.scale;  // on_step took the logged scale when there is one
       if (used <= kFloor || (s.floor_n > 0 && used >= s.floor_scale)) {
         if (s.floor_n++ == 0) s.floor_first = r.step;
         s.floor_scale = used;
@@ -279,7 +279,6 @@ class LossScaleCollapse final : public Detector {
       }
       s.prev_scale = ls;
     }
-    (void)prev_scale;
     s.prev_step = r.step;
   }
 

@@ -64,9 +64,7 @@ class Frozen {
     if (r.param_norm && std::isfinite(*r.param_norm)) {
       if (s.last_param && *s.last_param == *r.param_norm) {
         if (s.params++ == 0) s.first = s.prev_step;
-        if (s.params + 1 == kFrozenParams && !found_params_) {
-          found_params_ = true;
-          p_onset_ = s.first, p_detected_ = r.step;
+        if (s.params + 1 == kFrozenParams && p_evidence_.empty()) {
           p_evidence_ = fmt::format("parameter norm {:.6g} unchanged on {} steps since step {} while lr = {:.1e} and "
                                     "grad norm = {:.3g}: the optimizer is not updating the model it trains",
                                     *r.param_norm, kFrozenParams, s.first, *r.lr, *r.grad_norm);
@@ -96,8 +94,8 @@ class Frozen {
     std::optional<double> last_param;
   };
   detail::PerRank<State> ranks_;
-  bool found_ = false, found_params_ = false;
-  int64_t onset_ = -1, detected_ = -1, p_onset_ = -1, p_detected_ = -1;
+  bool found_ = false;
+  int64_t onset_ = -1, detected_ = -1;
   std::string evidence_, p_evidence_;
 };
 
