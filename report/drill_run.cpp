@@ -13,6 +13,7 @@
 #include "detectors/causes.h"
 #include "faults/fault.h"
 #include "report/run_data.h"
+#include "sim/simulate/model.h"
 #include "sim/simulate/sinks.h"
 #include "sim/simulate/simulator.h"
 #include "telemetry/jsonl.h"
@@ -20,12 +21,7 @@
 namespace flatline {
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser (Steele et al. 2014), as drill_pick
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using simdetail::mix;  // splitmix64's finaliser, the simulator's (sim/simulate/model.h)
 // Independent draws of one seed: the cause is drill_pick(n, seed) itself (so a seed picks the same
 // recorded run as before), the others use streams of it.
 enum Stream : uint64_t { kFile = 1, kPlateau = 2, kRank = 3 };
@@ -45,7 +41,7 @@ DrillPlan plan_for(const Scenario& s, uint64_t seed, const DrillShape& shape) {
   DrillPlan p;
   p.source = s.source;
   p.cause = s.expect.cause;
-  const double u = static_cast<double>(draw(seed, kPlateau) >> 11) * 0x1.0p-53;
+  const double u = simdetail::unif(draw(seed, kPlateau));
   p.plateau_step = static_cast<int64_t>(static_cast<double>(shape.steps) * (kPlateauLo + kPlateauSpan * u));
   const int rank = static_cast<int>(drill_pick(static_cast<size_t>(shape.ranks), draw(seed, kRank)));
   p.scenario = drill_variant(s, shape, p.plateau_step, rank);

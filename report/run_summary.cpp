@@ -137,7 +137,6 @@ void RunSummary::step(const Record& r, Rank& k) {
   if (r.step_ms && r.comm_ms) {
     timed_ = true;
     k.compute_ms_sum += *r.step_ms - *r.comm_ms;
-    k.comm_ms_sum += *r.comm_ms;
     ++k.timed;
   }
   if (r.batch_hash) {
@@ -255,11 +254,6 @@ size_t RunSummary::bytes() const {
   return b;
 }
 
-int RunSummary::ranks_seen() const {
-  int n = 0;
-  for (const auto& k : ranks_) n += k.step_records > 0 || k.heartbeats > 0;
-  return n;
-}
 
 int64_t RunSummary::restarts() const {
   return std::count_if(events_.begin(), events_.end(), [](const Event& e) { return e.name == "resume"; });

@@ -77,7 +77,7 @@ class RunSummary : public RecordSink {
     int64_t norms = 0, zero_norms = 0, first_zero_step = -1, last_nonzero_step = -1, finite_norms = 0;
     double norm_sum = 0;                           // of the finite ones
     std::array<double, kWindow> last_norms{};      // ring of the last kWindow local grad norms
-    double compute_ms_sum = 0, comm_ms_sum = 0;    // step_ms - comm_ms, and comm_ms
+    double compute_ms_sum = 0;                     // step_ms - comm_ms
     int64_t timed = 0;
     // current-run bookkeeping
     double prev_t = kNaN;
@@ -117,7 +117,6 @@ class RunSummary : public RecordSink {
   int series_rank() const { return series_rank_; }
   const std::vector<Rank>& ranks() const { return ranks_; }   // index = rank (ranks never seen: empty)
   int world() const { return static_cast<int>(ranks_.size()); }
-  int ranks_seen() const;
   const std::vector<Across>& across() const { return across_; }
   const std::vector<Tracked>& tracked() const { return tracked_; }
   const std::vector<Event>& events() const { return events_; }  // the series rank's, in order
