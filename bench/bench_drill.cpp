@@ -5,7 +5,6 @@
 // (summary, then the detectors over a second simulation) and prints the wall time and peak RSS of each
 // part. The ctest smoke run skips the 1024 x 50,000 cases. Numbers: bench/README.md.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/peak_rss.h"
 #include "faults/scenario.h"
 #include "report/checklist_walk.h"
 #include "report/drill_run.h"
@@ -45,11 +45,7 @@ const RunSummary& summary(int ranks, int64_t steps) {
   return *p;
 }
 
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
-}
+using flatline::bench::peak_rss_mib;
 
 struct Count : RecordSink {
   int64_t n = 0;

@@ -3,13 +3,13 @@
 // (default 1024 x 100,000 on scenarios/fleet/healthy.yaml) that prints wall time, peak RSS and the
 // diagnosis. The ctest smoke run uses tiny sizes. Numbers: bench/README.md.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "bench/peak_rss.h"
 #include "detectors/triage.h"
 #include "faults/scenario.h"
 #include "sim/simulate/sinks.h"
@@ -61,11 +61,7 @@ void BM_SimulateAndTriage(benchmark::State& st) {
 }
 BENCHMARK(BM_SimulateAndTriage)->Args({64, 200})->Args({1024, 50})->Unit(benchmark::kMillisecond);
 
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
+using flatline::bench::peak_rss_mib;
 
 int full(int argc, char** argv) {
   SimOptions o;
