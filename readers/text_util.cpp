@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "telemetry/jsonl.h"
+
 namespace flatline::readers {
 
 std::string at_line(const std::string& name, size_t line) { return fmt::format("{}:{}", name, line); }
@@ -21,11 +23,10 @@ std::string at_byte(const std::string& name, uint64_t off) { return fmt::format(
 
 bool clean_line(std::string_view& line, const std::string& name, size_t line_no, Warnings* w) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  for (unsigned char c : line)
-    if (c < 0x20 && c != '\t' && c != 0x1b && c != '\r') {  // '\r' inside: a tqdm bar's redraws
-      if (w) w->push_back(fmt::format("{}: binary data ({} bytes), line skipped", at_line(name, line_no), line.size()));
-      return false;
-    }
+  if (binary_line(line)) {
+    if (w) w->push_back(fmt::format("{}: binary data ({} bytes), line skipped", at_line(name, line_no), line.size()));
+    return false;
+  }
   return !trim(line).empty();
 }
 

@@ -345,14 +345,13 @@ inline std::string parse_line(sj::padded_string_view json, Record& r) {
   return c.parse(json, r);
 }
 
+}  // namespace
 
-bool binary_junk(std::string_view line) {
+bool binary_line(std::string_view line) {
   for (unsigned char c : line)
     if (c < 0x20 && c != '\t' && c != 0x1b && c != '\r') return true;
   return false;
 }
-
-}  // namespace
 
 Record parse_record(std::string_view line, const std::string& file, size_t line_no) {
   thread_local simdjson::padded_string copy;  // a padded buffer for lines that are not inside one
@@ -398,7 +397,7 @@ size_t parse_padded(const char* base, size_t n, size_t cap, const std::string& f
     if (!e.empty()) {
       out.pop_back();
       if (warnings) {
-        if (binary_junk(line)) warnings->push_back(fmt::format("{}:{}: binary data ({} bytes), line skipped", file, line_no, len));
+        if (binary_line(line)) warnings->push_back(fmt::format("{}:{}: binary data ({} bytes), line skipped", file, line_no, len));
         else warnings->push_back(fmt::format("{}:{}: {}", file, line_no, e));
       }
     }

@@ -33,6 +33,10 @@ std::string to_json(const Record& r);
 // of the wrong type. Unknown fields are ignored (newer writers may add some).
 Record parse_record(std::string_view line, const std::string& file, size_t line_no);
 
+// A line that is not text: a control byte other than tab, ESC (colour codes) or CR (a tqdm bar's
+// redraws). Every reader skips such a line with a "binary data (N bytes)" warning.
+bool binary_line(std::string_view line);
+
 // Parses a whole JSONL buffer (`file` names it in messages). Malformed lines are skipped and reported
 // in `warnings` ("file:line: reason"; a line with control bytes: "binary data (N bytes), line
 // skipped"); blank lines are skipped; a half-written last line (no trailing newline) is reported,
