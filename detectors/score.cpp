@@ -84,6 +84,10 @@ std::string xml_escape(const std::string& s, bool attr) {
   return out;
 }
 
+bool names_true_cause(const Diagnosis& d, const std::string& truth_cause, int truth_rank) {
+  return d.cause == truth_cause && (!rank_applies(truth_cause, truth_rank) || d.rank == truth_rank);
+}
+
 RunScore score_run(const Manifest& m, const Diagnosis& d) {
   RunScore r;
   r.scenario = m.scenario;
@@ -117,8 +121,7 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   } else if (!diag_healthy) {
     const bool early = r.active_from >= 0 && d.detected_step < r.active_from;
     r.false_alarm = early;
-    r.correct = !early && d.cause == r.truth_cause &&
-                (!rank_applies(r.truth_cause, r.truth_rank) || d.rank == r.truth_rank);
+    r.correct = !early && names_true_cause(d, r.truth_cause, r.truth_rank);
     // Latency of any detection on a faulty run (also of a wrong or early one: it is shown per run, but
     // only correct runs enter the suite's latency statistics).
     if (r.onset_step >= 0 && d.detected_step >= 0) {

@@ -36,6 +36,10 @@ struct RunScore {
 
 RunScore score_run(const Manifest& m, const Diagnosis& d);
 
+// Whether `d` names the true cause: the same cause, and the same rank where the cause names one and
+// the truth has a rank (causes.h names_rank). Timing (active_from) is score_run's, not this.
+bool names_true_cause(const Diagnosis& d, const std::string& truth_cause, int truth_rank);
+
 struct CauseLatency {
   int n = 0;
   double median_steps = 0, p95_steps = 0, median_s = 0, p95_s = 0;

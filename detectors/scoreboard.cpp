@@ -160,8 +160,7 @@ Scoreboard make_scoreboard(std::vector<Manifest> manifests, std::vector<std::vec
     auto& c = b.confirmations[i];
     if (!c) continue;
     const RunScore& r = b.runs[i].front().cause;  // the built-in suite's
-    const bool true_cause = r.diagnosis.cause == r.truth_cause &&
-                            (!names_rank(r.truth_cause) || r.truth_rank < 0 || r.diagnosis.rank == r.truth_rank);
+    const bool true_cause = names_true_cause(r.diagnosis, r.truth_cause, r.truth_rank);
     c->right = c->verdict == "nothing to confirm" ? true
                : c->verdict == "confirmed"        ? true_cause
                : c->verdict == "not confirmed"    ? !true_cause
