@@ -175,10 +175,13 @@ int exit_code(Verdict v) {
   }
 }
 
-int64_t trained_step(const Record& r, const Scenario& s) {
-  const int64_t per_step = static_cast<int64_t>(s.batch_size) * s.grad_accum;
-  if (r.kind == RecordKind::step && r.samples_seen && per_step > 0) return *r.samples_seen / per_step;
+int64_t trained_step(const Record& r, int64_t samples_per_step) {
+  if (r.kind == RecordKind::step && r.samples_seen && samples_per_step > 0) return *r.samples_seen / samples_per_step;
   return r.step;
+}
+
+int64_t trained_step(const Record& r, const Scenario& s) {
+  return trained_step(r, static_cast<int64_t>(s.batch_size) * s.grad_accum);
 }
 
 ConfirmPlan plan_confirmation(const Scenario& s, const Diagnosis& d, const std::vector<Record>& rank0,

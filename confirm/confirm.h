@@ -69,6 +69,8 @@ ConfirmPlan plan_confirmation(const Scenario& s, const Diagnosis& d, const std::
 // The step a record trained (its step record's samples_seen over the samples per step; a frozen logger
 // repeats its logged step, not its samples), else its logged step.
 int64_t trained_step(const Record& r, const Scenario& s);
+// The same with the samples per step given (batch_size x grad_accum; <= 0: the logged step).
+int64_t trained_step(const Record& r, int64_t samples_per_step);
 
 struct SeriesStats {
   int n = 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "confirm/confirm.h"
 #include "detectors/score.h"
 
 namespace flatline {
@@ -80,7 +81,7 @@ Series trained_loss(const std::vector<Record>& rs, int64_t samples_per_step, int
   std::map<int64_t, double> by_step;
   for (const auto& r : rs) {
     if (r.kind != RecordKind::step || !(r.loss_avg || r.loss)) continue;
-    const int64_t k = samples_per_step > 0 && r.samples_seen ? *r.samples_seen / samples_per_step : r.step;
+    const int64_t k = trained_step(r, samples_per_step);  // confirm's own reading of the replays
     if (k >= from) by_step[k] = r.loss_avg ? *r.loss_avg : *r.loss;
   }
   Series s;
