@@ -40,7 +40,7 @@ constexpr int kRepeats = 2;     // repeats within the window that fire
 // is not recognised.
 constexpr size_t kHashBudget = size_t{1} << 20, kMinPerRank = 1024;
 
-class DataReplay final : public Detector {
+class DataReplay final : public BlockDetector<DataReplay> {
  public:
   explicit DataReplay(const DetectorConfig& c)
       : gate_(c.world_size, /*exact_positions=*/true),
@@ -48,10 +48,6 @@ class DataReplay final : public Detector {
   const char* cause() const override { return "data_replay"; }
   bool expensive() const override { return true; }  // a hash table per rank
 
-  // The triage's blocks without a virtual call per record.
-  void observe_block(const Record* rs, size_t n) override {
-    for (size_t i = 0; i < n; ++i) DataReplay::observe(rs[i]);
-  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;
     any_steps_ = true;

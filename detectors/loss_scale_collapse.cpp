@@ -65,15 +65,11 @@ constexpr int kFloorOverflows = 3;     // overflows in a row at an unchanged (or
 constexpr double kZeroRise = 0.05;     // grad_zero_frac above its level at scale >= 1
 constexpr int kFalls = 2;              // consecutive falling records below 1 (no overflow flags)
 
-class LossScaleCollapse final : public Detector {
+class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
  public:
   explicit LossScaleCollapse(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
   const char* cause() const override { return "loss_scale_collapse"; }
 
-  // The triage's blocks without a virtual call per record.
-  void observe_block(const Record* rs, size_t n) override {
-    for (size_t i = 0; i < n; ++i) LossScaleCollapse::observe(rs[i]);
-  }
   void observe(const Record& r) override {
     if (r.kind == RecordKind::event && r.rank >= 0 && r.name == "error" && min_scale_error(r.detail)) {
       Rank& s = ranks_[r.rank];

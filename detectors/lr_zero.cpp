@@ -51,15 +51,11 @@ struct Streak {
   }
 };
 
-class LrZero final : public Detector {
+class LrZero final : public BlockDetector<LrZero> {
  public:
   explicit LrZero(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true), planned_end_(c.planned_steps) {}
   const char* cause() const override { return "lr_zero"; }
 
-  // The triage's blocks without a virtual call per record.
-  void observe_block(const Record* rs, size_t n) override {
-    for (size_t i = 0; i < n; ++i) LrZero::observe(rs[i]);
-  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;
     any_steps_ = true;

@@ -85,15 +85,11 @@ bool mentions_hang(std::string s) {
 
 enum class Kind { hang, stale, error, silent };
 
-class RunNotAlive final : public Detector {
+class RunNotAlive final : public BlockDetector<RunNotAlive> {
  public:
   explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false), world_(c.world_size) {}
   const char* cause() const override { return "run_not_alive"; }
 
-  // The triage's blocks without a virtual call per record.
-  void observe_block(const Record* rs, size_t n) override {
-    for (size_t i = 0; i < n; ++i) RunNotAlive::observe(rs[i]);
-  }
   void observe(const Record& r) override {
     if (r.rank < 0) return;
     any_records_ = true;

@@ -37,15 +37,11 @@ constexpr double kAbsorbed = 0.5;    // the others' extra comm covers this fract
 constexpr int kSlowSteps = 10;       // consecutive judged steps (3 fired on scheduler jitter: 3 ranks on 2 cores)
 constexpr size_t kMaxPending = 4096; // steps waiting for a missing rank, at most
 
-class Straggler final : public Detector {
+class Straggler final : public BlockDetector<Straggler> {
  public:
   explicit Straggler(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "straggler"; }
 
-  // The triage's blocks without a virtual call per record.
-  void observe_block(const Record* rs, size_t n) override {
-    for (size_t i = 0; i < n; ++i) Straggler::observe(rs[i]);
-  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0 || finding_) return;
     if (cfg_world_ > 0 && r.rank >= cfg_world_) return;

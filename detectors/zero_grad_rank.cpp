@@ -32,15 +32,11 @@ constexpr double kZeroFrac = 1e-12;   // "zero" relative to the largest other ra
 constexpr int kZeroSteps = 2;         // consecutive judged steps
 constexpr size_t kMaxPending = 50000; // steps waiting for a missing rank, at most
 
-class ZeroGradRank final : public Detector {
+class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
  public:
   explicit ZeroGradRank(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "zero_grad_rank"; }
 
-  // The triage's blocks without a virtual call per record.
-  void observe_block(const Record* rs, size_t n) override {
-    for (size_t i = 0; i < n; ++i) ZeroGradRank::observe(rs[i]);
-  }
   void observe(const Record& r) override {
     if (r.kind != RecordKind::step || r.rank < 0) return;
     if (cfg_world_ > 0 && r.rank >= cfg_world_) return;
