@@ -3,8 +3,8 @@
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
@@ -58,14 +58,11 @@ Comm::Comm(int rank, int world, const std::string& addr, int port, std::chrono::
     if (kind == ProcessGroupKind::nccl) {
       pg_ = make_nccl_backend(prefixed, rank, world, timeout, device);
     } else {
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       // The interface peers reach this rank on: GLOO_SOCKET_IFNAME, else the route to MASTER_ADDR (core/net.h).
-      const char* ifname = std::getenv(kEnvGlooSocketIfname);
-      opts->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-                                                : c10d::ProcessGroupGloo::createDeviceForHostname(
-                                                      local_address_toward(addr, port)));
-      opts->threads = 1;
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, world, opts);
+      GlooDevice d;
+      if (const char* ifname = std::getenv(kEnvGlooSocketIfname); ifname && *ifname) d.interface = ifname;
+      else d.hostname = local_address_toward(addr, port);
+      pg_ = make_gloo_backend(prefixed, rank, world, timeout, d);
     }
   } catch (const CommError&) {
     throw;

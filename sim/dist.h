@@ -89,6 +89,16 @@ class Comm {
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_;  // NCCL works issued since the last read()
 };
 
+// Where a Gloo rank listens: a named network interface, else the address of `hostname`.
+struct GlooDevice {
+  std::string interface, hostname;
+};
+// ProcessGroupGloo over `store` with one device and one worker thread (sim/dist_gloo.cpp, the only
+// file that sees the gloo headers).
+c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                   int world, std::chrono::milliseconds timeout,
+                                                   const GlooDevice& device);
+
 // ProcessGroupNCCL over `store` on `device` (sim/dist_nccl.cpp); throws CommError in a LibTorch
 // without NCCL.
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
