@@ -1,5 +1,7 @@
 #include "sim/build_info.h"
 
+#include "sim/build_config.h"  // build/sim/, from sim/build_config.h.in
+
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -33,9 +35,9 @@ std::string placement_info(const Scenario& s) {
 std::string build_info() {
   std::string s = fmt::format("LibTorch {}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
 #if FLATLINE_WITH_CUDA
-  s += fmt::format("; CUDA {}.{}, cuDNN {}.{}.{}, NCCL {}.{}.{} compiled in", CUDART_VERSION / 1000,
+  s += fmt::format("; CUDA {}.{}, cuDNN {}.{}.{}, NCCL {}.{}.{} compiled in (CUDA toolkit: {})", CUDART_VERSION / 1000,
                    CUDART_VERSION % 1000 / 10, CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL, NCCL_MAJOR, NCCL_MINOR,
-                   NCCL_PATCH);
+                   NCCL_PATCH, FLATLINE_CUDA_TOOLKIT);
 #else
   s += "; CUDA/NCCL not compiled in";
 #endif

@@ -18,7 +18,9 @@ ResolvedPlacement resolve_placement(const Scenario& s);
 // "device cuda, process group nccl, kernels aten"
 std::string placement_info(const Scenario& s);
 
-// "LibTorch 2.11.0; CUDA 13.0, cuDNN 9.19.0, NCCL 2.28.9 compiled in" (or "CUDA/NCCL not compiled in").
+// "LibTorch 2.11.0; CUDA 13.0, cuDNN 9.19.0, NCCL 2.28.9 compiled in (CUDA toolkit: PyPI nvidia-cuda-nvcc
+// 13.0.88)", the toolkit the build compiled against (cmake/cuda_from_wheel.cmake: the wheel's own from
+// PyPI, or a path with FLATLINE_CUDA=system); or "CUDA/NCCL not compiled in".
 std::string build_info();
 // The devices this process sees: "cpu (16 threads); cuda: 1 GPU (cuda:0 NVIDIA H200)" or
 // "cpu (2 threads); cuda: no GPU".
