@@ -28,6 +28,7 @@ if [ "${1:-}" = prepare ]; then
   debs=(libyaml-cpp-dev libyaml-cpp0.7 libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9
         libxxhash-dev libxxhash0 googletest libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
         protobuf-compiler libprotobuf-dev libprotobuf32 libprotoc32 libcsv-dev libcsv3 zlib1g-dev
+        libsimdjson-dev libsimdjson14 libgloo-dev
         fortunes fortunes-min dataset-fashion-mnist)
   rm -rf "$dev"
   mkdir -p "$dev/debs" "$dev/prebuilt"
