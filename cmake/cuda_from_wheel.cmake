@@ -1,4 +1,4 @@
-# The CUDA toolkit a build against the PyPI torch wheel compiles with (docs/DESIGN.md §10, "Set-up").
+# The CUDA toolkit a build against the PyPI torch wheel compiles with (docs/DESIGN.md §15).
 #
 # The wheel's LibTorch is built with CUDA 13.0, and its TorchConfig.cmake insists on finding a CUDA
 # toolkit (FindCUDA: nvcc, cuda.h, libcudart.so) before it defines any target, even for a program that

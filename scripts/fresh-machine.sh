@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fresh-machine.sh: run a command in a clean clone of this repository's HEAD inside a brand-new Debian 12
-# root file system, the way a new user's machine starts (docs/DESIGN.md §10, "Set-up"). What the
+# root file system, the way a new user's machine starts (docs/DESIGN.md §15). What the
 # project's own files do not install is not there, so a missing install step fails here, not on the
 # user's machine. .ci/run runs the README's test command through it.
 #

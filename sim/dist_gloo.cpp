@@ -2,7 +2,7 @@
 // c10d's ProcessGroupGloo.hpp, and with it the gloo headers, which the PyPI wheel does not ship: they
 // come from Debian's libgloo-dev, a gloo older than the one built into the wheel's libtorch_cpu.so.
 // That is safe only as long as this object uses gloo through torch and through pointers alone
-// (docs/DESIGN.md §10, "gloo headers"): it calls exported c10d functions (the Options constructor,
+// (docs/DESIGN.md §15, "gloo headers"): it calls exported c10d functions (the Options constructor,
 // the device factories, the ProcessGroupGloo constructor), holds gloo objects only in shared_ptr,
 // and neither defines nor calls a function of gloo's own. tests/sim/gloo_abi_check.cmake checks the
 // object's symbols for that; tests/sim/dist_test.cpp runs every collective flatline uses on 2 and 3

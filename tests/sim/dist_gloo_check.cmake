@@ -1,5 +1,5 @@
 # The gloo headers flatline compiles sim/dist_gloo.cpp against are Debian's libgloo-dev (2022), not the
-# gloo built into the wheel's libtorch_cpu.so (docs/DESIGN.md §10, "gloo headers"). That is safe while
+# gloo built into the wheel's libtorch_cpu.so (docs/DESIGN.md §15, "gloo headers"). That is safe while
 # the torch library uses gloo only through torch's exported c10d functions and through pointers; this
 # check reads every symbol of libflatline_torch.so (nm, demangled) and fails on what would break it:
 #  - any symbol of gloo's own (a name starting "gloo::", its vtable or typeinfo), defined or referenced:

@@ -3,7 +3,7 @@
 // values: the dtypes and sizes the trainer uses (a float32 gradient bucket of ~100k elements with the
 // loss riding along, the float64 parameter checksums of the consistency check, the float64 eval sums,
 // the broadcast of the run's start time, the barrier). The gloo headers these ranks were compiled
-// against are Debian's, older than the gloo inside libtorch_cpu.so (docs/DESIGN.md §10): a layout or
+// against are Debian's, older than the gloo inside libtorch_cpu.so (docs/DESIGN.md §15): a layout or
 // ABI mismatch between the two shows here as a wrong value, a crash or a hang.
 #include <gtest/gtest.h>
 
