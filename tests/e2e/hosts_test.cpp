@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -24,6 +26,18 @@ using flatline::RecordKind;
 
 int sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
+// `ip -n NS ...` makes / a slave mount first, which fails where / is not a mount point (a chroot into a
+// plain directory): /proc/self/mountinfo lists "/" as a mount point (its fifth field) only where it is.
+bool root_is_a_mount_point() {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, mount_point;
+    if (f >> id >> parent >> dev >> root >> mount_point && mount_point == "/") return true;
+  }
+  return false;
+}
+
 class TwoHosts {
  public:
   TwoHosts() {
@@ -36,6 +50,10 @@ class TwoHosts {
     }
     if (sh("ip -V") != 0) {
       why_not_ = "iproute2 (ip) is not installed";
+      return;
+    }
+    if (!root_is_a_mount_point()) {  // before `ip netns add`, which would leave /run/netns mounted
+      why_not_ = "/ is not a mount point here (a chroot?): `ip -n` cannot make / a slave mount";
       return;
     }
     const std::string a = "fl" + id + "a", b = "fl" + id + "b";
