@@ -1,6 +1,8 @@
 // The replays of a confirmation, trained by the launcher (cli/confirm_run.h).
 #include "cli/confirm_run.h"
 
+#include "core/input_file.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -8,7 +10,9 @@
 #include <iostream>
 
 #include "cli/launch.h"
+#include "cli/run_dir.h"
 #include "core/atomic_file.h"
+#include "core/protocol.h"
 #include "readers/reader.h"
 #include "readers/replay.h"
 #include "telemetry/jsonl.h"
@@ -70,7 +74,11 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
   if (!fs::is_regular_file(scenario_file) || !fs::exists(run_dir + "/telemetry/rank-0.jsonl"))
     throw std::runtime_error(run_dir + ": not a flatline run directory (needs scenario.yaml and telemetry/rank-0.jsonl "
                                        "to replay the run)");
-  const std::string yaml = read_text_file(scenario_file);
+  // The run's directory is locked while it is confirmed (cli/run_dir.h): a `flatline run` into it now is
+  // refused, instead of deleting the live replays under it.
+  const RunDirLock lock = lock_prepared_run_dir(run_dir);
+  // the run's own files are untrusted input (a run someone sent): no link, no FIFO (core/input_file.h)
+  const std::string yaml = read_input_file(scenario_file, kMaxSmallFileBytes, "the run's scenario");
   Scenario s = load_scenario_text(yaml, scenario_file);
   if (s.fleet_only)
     throw std::runtime_error(scenario_file + ": fleet_only: a scenario for the fleet simulator; confirm replays a run "
@@ -80,7 +88,7 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
   Diagnosis d;
   const std::string diag_file = run_dir + "/diagnosis.json";
   if (fs::exists(diag_file)) {
-    d = diagnosis_from_json(read_text_file(diag_file), diag_file);
+    d = diagnosis_from_json(read_input_file(diag_file, kMaxSmallFileBytes, "the run's diagnosis"), diag_file);
   } else {  // a run its launcher did not diagnose (workers under torchrun): diagnose its telemetry now
     if (o.progress) std::cout << "  (no diagnosis.json: diagnosing the telemetry)\n" << std::flush;
     d = diagnose_log(run_dir, "flatline", nullptr);
@@ -125,6 +133,14 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
     r.rank0 = rank0_records(r.dir);
     for (const auto& x : r.rank0) r.steps_trained += x.kind == RecordKind::step;
     if (o.progress) std::cout << fmt::format(" {} steps, {:.1f} s{}\n", r.steps_trained, r.wall_s, r.error.empty() ? "" : " (ended with an error)") << std::flush;
+    // A replay the harness could not carry out (a checkpoint that does not load, a full disk, missing
+    // GPUs, a crash) says nothing about the diagnosis: the run cannot be replayed (exit 3), not an
+    // ambiguous confirmation. A collective that failed, or the run's own hang, is what a replay may do.
+    if (const std::string kind = rank_failure_kind(r.error); kind == "io" || kind == "checkpoint" || kind == "device")
+      throw std::runtime_error(fmt::format("the {} replay cannot be carried out ({} failure): {}", name, kind, r.error));
+    for (int bug : {kExitInvariant, kExitInternal, kExitExecFailed})
+      if (r.error.find(fmt::format("exited with status {}:", bug)) != std::string::npos)
+        throw std::runtime_error(fmt::format("the {} replay cannot be carried out: {}", name, r.error));
     return r;
   };
 

@@ -1,6 +1,8 @@
 // Strict YAML loading of scenarios with yaml-cpp; every error names source:line:column.
 #include "faults/scenario.h"
 
+#include "core/input_file.h"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -391,11 +393,13 @@ std::string read_scenario_file(const std::string& path) {
   if (!ec && size > kMaxScenarioBytes)
     throw ScenarioError(fmt::format("{}: {} bytes, more than a scenario's {} KiB: not a scenario YAML file", path, size,
                                     kMaxScenarioBytes >> 10));
-  std::ifstream in(path);
-  if (!in) throw ScenarioError(path + ": cannot open scenario file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  try {
+    // a file of /proc (regular, size 0) or one swapped for a FIFO since the checks above: refused, never
+    // blocked on (core/input_file.h); a link the user named is followed
+    return read_input_file(path, kMaxScenarioBytes, "a scenario YAML file", /*follow_link=*/true);
+  } catch (const InputError& e) {
+    throw ScenarioError(e.what());
+  }
 }
 
 Scenario load_scenario_file(const std::string& path) { return load_scenario_text(read_scenario_file(path), path); }

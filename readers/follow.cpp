@@ -13,7 +13,9 @@
 #include <set>
 #include <tuple>
 
+#include "core/input_file.h"
 #include "readers/text_util.h"
+#include "telemetry/jsonl.h"
 
 namespace flatline {
 namespace fs = std::filesystem;
@@ -31,7 +33,8 @@ struct Key {
 Key key_of(const Record& r) { return {r.kind, r.rank, r.step}; }
 
 struct Stat {
-  bool ok = false;
+  bool exists = false;  // something is there (lstat: a link is not followed)
+  bool ok = false;      // a regular file
   dev_t dev = 0;
   ino_t ino = 0;
   off_t size = 0;
@@ -40,7 +43,8 @@ struct Stat {
 Stat stat_of(const std::string& p) {
   struct stat st;
   Stat s;
-  if (::stat(p.c_str(), &st) != 0) return s;
+  if (::lstat(p.c_str(), &st) != 0) return s;
+  s.exists = true;
   s.ok = S_ISREG(st.st_mode);
   s.dev = st.st_dev, s.ino = st.st_ino, s.size = st.st_size;
   s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -58,6 +62,8 @@ struct Follower::Impl {
 
   struct Tail {
     std::string path;
+    bool refused = false;  // not a file flatline reads (a FIFO, a link, ...): said once, never opened
+    bool missing = false;  // was there, is gone: said once, waited for
     const ReaderDef* reader = nullptr;
     int rank = -1;  // from the path, for formats without ranks (several files)
     // line mode
@@ -82,13 +88,17 @@ struct Follower::Impl {
   // layout (the next checkpoint-N/trainer_state.json) repeats the history before it.
   std::map<std::tuple<std::string, RecordKind, int>, int64_t> last_step;
 
+  bool said_absent = false;
   void locate() {
     std::vector<std::string> now;
     try {
       now = locate_log(path, format).files;
-    } catch (const ReadError&) {
-      return;  // not there yet
+    } catch (const ReadError& e) {
+      if (!said_absent) warnings.push_back(std::string(e.what()) + "; waiting for it");  // not there yet
+      said_absent = true;
+      return;
     }
+    said_absent = false;
     for (const auto& f : now)
       if (!tails.count(f)) {
         auto t = std::make_unique<Tail>();
@@ -105,10 +115,25 @@ struct Follower::Impl {
   }
 
   // The reader for a file, from its first bytes (or the forced format).
+  // Opens a followed file as untrusted input (core/input_file.h); a refusal is a warning, once, and the
+  // file is not opened again (a FIFO would block the open, /proc/kmsg the read).
+  std::FILE* open(Tail& t) {
+    if (t.refused) return nullptr;
+    try {
+      return fopen_input(t.path, kMaxLogFileBytes, "a followed log");
+    } catch (const InputError& e) {
+      struct stat l {};
+      if (::lstat(t.path.c_str(), &l) != 0) return nullptr;  // gone between the listing and the open
+      warnings.push_back(std::string(e.what()) + "; not followed");
+      t.refused = true;
+      return nullptr;
+    }
+  }
+
   bool resolve(Tail& t) {
     if (t.reader) return true;
     std::string head;
-    if (std::FILE* f = std::fopen(t.path.c_str(), "rb")) {
+    if (std::FILE* f = open(t)) {
       head.resize(kSniffBytes);
       head.resize(std::fread(head.data(), 1, head.size(), f));
       std::fclose(f);
@@ -139,9 +164,24 @@ struct Follower::Impl {
     got.clear();
   }
 
+  // A followed file that has gone is said once (and again if it comes back and goes again).
+  bool present(Tail& t, const Stat& now) {
+    if (now.ok) {
+      t.missing = false;
+      return true;
+    }
+    if (now.exists) {  // a FIFO, a link, a device in its place: refused, with the reason, once
+      if (std::FILE* f = open(t)) std::fclose(f);
+      return false;
+    }
+    if (!t.missing && !t.refused) warnings.push_back(t.path + ": no longer there (deleted or moved); waiting for it");
+    t.missing = true;
+    return false;
+  }
+
   size_t poll_lines(Tail& t, std::vector<Record>& out) {
     const Stat now = stat_of(t.path);
-    if (!now.ok) return 0;
+    if (!present(t, now)) return 0;
     bool restart = false;
     if (t.f && (now.ino != t.opened.ino || now.dev != t.opened.dev)) restart = true;       // rotated
     else if (t.f && static_cast<uint64_t>(now.size) < t.offset) restart = true;          // truncated
@@ -152,7 +192,7 @@ struct Follower::Impl {
       warnings.push_back(t.path + ": rotated or truncated; reading it again from its start");
     }
     if (!t.f) {
-      t.f = std::fopen(t.path.c_str(), "rb");
+      t.f = open(t);
       if (!t.f) return 0;
       t.opened = now;
       t.offset = 0;
@@ -182,6 +222,11 @@ struct Follower::Impl {
       facts.planned_steps =
           std::max(facts.planned_steps, t.reader->facts(std::string_view(t.partial).substr(0, start)).planned_steps);
     t.partial.erase(0, start);
+    if (t.partial.size() > kMaxRecordLineBytes) {  // a line without end: dropped, said, never held without bound
+      warnings.push_back(fmt::format("{}:{}: a line runs past {} bytes without a newline; {} bytes skipped", t.path,
+                                     t.line_no + 1, kMaxRecordLineBytes, t.partial.size()));
+      t.partial.clear();
+    }
     const size_t k = got.size();
     emit(t, got, out);
     return k;
@@ -189,7 +234,7 @@ struct Follower::Impl {
 
   size_t poll_whole(Tail& t, std::vector<Record>& out, bool final) {
     const Stat now = stat_of(t.path);
-    if (!now.ok) return 0;
+    if (!present(t, now) || t.refused) return 0;
     const bool changed = now.size != t.seen.size || now.mtime_ns != t.seen.mtime_ns || now.ino != t.seen.ino;
     std::vector<Record> got;
     if (!changed) {
@@ -211,6 +256,10 @@ struct Follower::Impl {
     } catch (const ReadError& e) {
       if (final) warnings.push_back(e.what());
       return 0;  // not usable yet (being written): the next change is read again
+    } catch (const InputError& e) {
+      warnings.push_back(std::string(e.what()) + "; not followed");
+      t.refused = true;
+      return 0;
     }
     // What is new: past the records handed out when they are the same, else past their steps.
     size_t from = 0;

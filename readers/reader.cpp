@@ -1,6 +1,8 @@
 // The reader registry, format detection and read_log (readers/reader.h, readers/registry.h).
 #include "readers/reader.h"
 
+#include "core/input_file.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -116,7 +118,9 @@ std::vector<std::string> files_matching(const std::string& dir, const std::vecto
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file(ec)) continue;
+    // Not only regular files: a FIFO, a device or a link that matches is listed, so that reading it is
+    // refused with its reason (core/input_file.h) instead of the run being read without it.
+    if (fs::is_directory(e.symlink_status(ec))) continue;
     const std::string n = e.path().filename().string();
     for (const auto& g : globs)
       if (glob_match(g, n)) {
@@ -369,15 +373,23 @@ LogData read_log(const std::string& path, const std::string& format) {
     for (const auto& f : l.files) {
       ++tried;
       try {
-        const std::string data = readers::read_file(f);
         // A file read as part of a layout keeps that layout's format once the first file settled it,
         // so that a directory's rank files do not end up read by two readers.
         const std::string want = format != "auto" ? format : (d.format != "auto" ? d.format : "auto");
         std::string used;
-        auto recs = parse_log_bytes(data, f, want, &d.warnings, &used);
+        std::vector<Record> recs;
+        if (want == "flatline" || (want == "auto" && l.reader && l.reader->name == "flatline")) {
+          // flatline telemetry is streamed (telemetry/jsonl.h): its memory is the records, never the file
+          recs = read_jsonl(f, &d.warnings);
+          if (recs.empty()) throw ReadError(f + ": no usable records as flatline");
+          used = "flatline";
+        } else {
+          const std::string data = readers::read_file(f);
+          recs = parse_log_bytes(data, f, want, &d.warnings, &used);
+          if (const ReaderDef& rd = reader_named(used); rd.facts)
+            d.facts.planned_steps = std::max(d.facts.planned_steps, rd.facts(data).planned_steps);
+        }
         if (d.format == "auto") d.format = used;
-        if (const ReaderDef& rd = reader_named(used); rd.facts)
-          d.facts.planned_steps = std::max(d.facts.planned_steps, rd.facts(data).planned_steps);
         d.files.push_back(f);
         per_file.push_back(std::move(recs));
       } catch (const ReadError& e) {
@@ -438,6 +450,8 @@ struct LogStream::Impl {
       c.i = 0;
       try {
         if (!c.reader->next(c.batch, &warnings)) return false;
+      } catch (const InputError&) {
+        throw;  // not telemetry (a line without end, ...): the run is refused, never read without the file
       } catch (const std::exception& e) {
         warnings.push_back(e.what());
         return false;
@@ -468,7 +482,8 @@ LogStream::LogStream(const std::string& path, const std::string& format) : impl_
   std::error_code ec;
   if (fs::is_directory(path, ec) && !lf.files.empty()) {
     std::string head;
-    if (std::FILE* f = std::fopen(lf.files.front().c_str(), "rb")) {
+    {
+      std::FILE* f = fopen_input(lf.files.front(), kMaxLogFileBytes, "a log file");  // refuses a FIFO at once
       head.resize(64 << 10);
       head.resize(std::fread(head.data(), 1, head.size(), f));
       std::fclose(f);
@@ -495,6 +510,8 @@ LogStream::LogStream(const std::string& path, const std::string& format) : impl_
       std::error_code fec;
       const auto size = fs::file_size(f, fec);  // a small file needs no chunk bigger than itself
       c.reader = std::make_unique<JsonlReader>(f, fec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(size) + 1));
+    } catch (const InputError&) {
+      throw;  // a FIFO, a link, a sparse file: refused with its reason, not skipped
     } catch (const std::exception& e) {
       m.warnings.push_back(e.what());
       continue;

@@ -1,6 +1,8 @@
 // Helpers of readers/text_util.h.
 #include "readers/text_util.h"
 
+#include "core/input_file.h"
+
 #include <fmt/format.h>
 
 #include <sys/stat.h>
@@ -77,21 +79,9 @@ size_t find(std::string_view s, std::string_view x, size_t from) {
 }
 
 std::string read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw ReadError(path + ": cannot open: " + std::strerror(errno));
-  std::string s;
-  char buf[1 << 16];
-  struct stat st;
-  if (::fstat(::fileno(f), &st) == 0 && st.st_size > 0) s.reserve(static_cast<size_t>(st.st_size));
-  for (;;) {
-    const size_t got = std::fread(buf, 1, sizeof buf, f);
-    s.append(buf, got);
-    if (got < sizeof buf) break;
-  }
-  const bool bad = std::ferror(f);
-  std::fclose(f);
-  if (bad) throw ReadError(path + ": read failed: " + std::strerror(errno));
-  return s;
+  // Untrusted input (core/input_file.h): a link, a FIFO, a device, a /proc file, a sparse or oversized
+  // file throws InputError, which no reader's fallback swallows.
+  return read_input_file(path, kMaxWholeFileBytes, "a log file");
 }
 
 std::string_view trim(std::string_view s) {

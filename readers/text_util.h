@@ -40,7 +40,8 @@ bool clean_line(std::string_view& line, const std::string& name, size_t line_no,
 size_t find(std::string_view s, std::string_view x, size_t from = 0);
 inline bool contains(std::string_view s, std::string_view x) { return find(s, x) != std::string_view::npos; }
 
-// A whole file's bytes; ReadError naming it when it cannot be opened or read.
+// A whole file's bytes, read as untrusted input (core/input_file.h: a regular file, no link, no FIFO
+// or device, no /proc file, not sparse, at most kMaxWholeFileBytes); InputError naming it otherwise.
 std::string read_file(const std::string& path);
 // The whole of `s` (trimmed) as a number; nan/NaN/inf/Infinity/-Infinity accepted. nullopt otherwise.
 std::optional<double> parse_number(std::string_view s);

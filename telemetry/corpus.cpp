@@ -1,6 +1,9 @@
 // Corpus manifest and content hashes (telemetry/corpus.h).
 #include "telemetry/corpus.h"
 
+#include "core/input_file.h"
+#include "core/safe_path.h"
+
 #include <fmt/format.h>
 #include <xxhash.h>
 
@@ -64,8 +67,12 @@ CorpusRun hash_run(const std::string& dir_s, const std::string& name) {
 }
 
 std::string hash_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw CorpusError(path + ": cannot open to hash");
+  std::FILE* f = nullptr;
+  try {
+    f = fopen_input(path, kMaxLogFileBytes, "a file of the run");  // a FIFO, a link: refused, never read
+  } catch (const InputError& e) {
+    throw CorpusError(e.what());
+  }
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
   char buf[1 << 16];
@@ -118,9 +125,13 @@ bool is_corpus(const std::string& dir) { return fs::is_regular_file(fs::path(dir
 
 Corpus read_corpus(const std::string& dir) {
   const std::string path = dir + "/corpus.json";
-  std::ifstream in(path);
-  if (!in) throw CorpusError(path + ": cannot open");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  std::string text;
+  try {
+    text = read_input_file(path, kMaxCorpusFileBytes, "the corpus");
+  } catch (const InputError& e) {
+    throw CorpusError(e.what());
+  }
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw CorpusError(path + ": not a JSON object");
   Corpus c;
   try {
@@ -133,9 +144,23 @@ Corpus read_corpus(const std::string& dir) {
     for (const auto& jr : j.at("runs")) {
       CorpusRun r;
       r.name = jr.at("name").get<std::string>();
+      // a run is a directory of the corpus: one path component, never "..", never absolute
+      try {
+        check_path_component(r.name, "run name", path);
+      } catch (const InputError& e) {
+        throw CorpusError(e.what());
+      }
+      if (c.runs.size() >= kMaxCorpusRuns)
+        throw CorpusError(fmt::format("{}: more than {} runs", path, kMaxCorpusRuns));
       r.hash = jr.at("hash").get<std::string>();
-      for (auto it = jr.at("files").begin(); it != jr.at("files").end(); ++it)
-        r.files.emplace_back(it.key(), it.value().get<std::string>());
+      for (auto it = jr.at("files").begin(); it != jr.at("files").end(); ++it) {
+        // a file of the run, relative and inside it (it is compared with what hashing the run finds)
+        const std::string& f = it.key();
+        if (f.empty() || f.front() == '/' || f.find("..") != std::string::npos || f.find('\0') != std::string::npos)
+          throw CorpusError(fmt::format("{}: run {}: file '{}' is not a path inside the run", path, r.name,
+                                        f.substr(0, 80)));
+        r.files.emplace_back(f, it.value().get<std::string>());
+      }
       c.runs.push_back(std::move(r));
     }
   } catch (const nlohmann::json::exception& e) {

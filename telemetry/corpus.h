@@ -5,6 +5,7 @@
 // a scoreboard names exactly the data it was computed on, and a changed byte anywhere is caught
 // before scoring (CorpusError names the run and the file).
 #pragma once
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,6 +19,11 @@ class CorpusError : public std::runtime_error {
 };
 
 constexpr int kCorpusVersion = 1;  // corpus.json's format; bumped when a field changes meaning
+constexpr size_t kMaxCorpusRuns = 100000;
+
+// The corpus id is an integrity check, not a signature: it catches a changed byte, never a deliberate
+// change, since anyone can re-hash a tampered corpus. A corpus is untrusted input, read as such
+// (docs/DESIGN.md §9): run names are single path components, files regular files inside the run.
 
 struct CorpusRun {
   std::string name;                                        // run directory name (= scenario name)

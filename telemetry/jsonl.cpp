@@ -4,6 +4,10 @@
 // writer puts them, no intermediate DOM.
 #include "telemetry/jsonl.h"
 
+#include <sys/stat.h>
+
+#include "core/input_file.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -427,8 +431,7 @@ std::vector<Record> parse_jsonl(std::string_view data, const std::string& file, 
 }
 
 JsonlReader::JsonlReader(std::string path, size_t chunk) : path_(std::move(path)), chunk_(std::max<size_t>(chunk, 4096)) {
-  f_ = std::fopen(path_.c_str(), "rb");
-  if (!f_) throw std::runtime_error(path_ + ": cannot open: " + std::strerror(errno));
+  f_ = fopen_input(path_, kMaxLogFileBytes, "a telemetry file");
 }
 JsonlReader::~JsonlReader() {
   if (f_) std::fclose(f_);
@@ -456,6 +459,13 @@ bool JsonlReader::next(std::vector<Record>& out, std::vector<std::string>* warni
     const size_t used = parse_padded(buf_.data(), have_, buf_.size(), path_, line_, eof_, out, warnings, &lines);
     line_ += lines;
     const size_t left = eof_ ? 0 : have_ - used;
+    offset_ += used;
+    // A line still without its newline past the bound is not telemetry (a sparse or binary file): said,
+    // naming where it starts, before the buffer grows any further.
+    if (left > kMaxRecordLineBytes)
+      throw InputError(fmt::format("{}: a telemetry file: line {} (byte offset {}) runs past {} bytes without a "
+                                   "newline; a record line is at most {}: not telemetry",
+                                   path_, line_, offset_, left, human_bytes(kMaxRecordLineBytes)));
     std::memmove(buf_.data(), buf_.data() + used, left);
     have_ = left;
   }
@@ -463,15 +473,12 @@ bool JsonlReader::next(std::vector<Record>& out, std::vector<std::string>* warni
 }
 
 std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  std::string content;
-  in.seekg(0, std::ios::end);
-  content.resize(static_cast<size_t>(std::max<std::streamoff>(0, in.tellg())));
-  in.seekg(0);
-  in.read(content.data(), static_cast<std::streamsize>(content.size()));
-  content.resize(static_cast<size_t>(in.gcount()));
-  return parse_jsonl(content, path, warnings);
+  // Streamed: memory is the records and one chunk, never the file (a 2 GB file of zeros is refused at
+  // its first MiB, not read whole).
+  JsonlReader in(path, 1 << 20);
+  std::vector<Record> all, batch;
+  while (in.next(batch, warnings)) all.insert(all.end(), std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
+  return all;
 }
 
 JsonlTail::JsonlTail(std::string path) : path_(std::move(path)) {}
@@ -481,8 +488,9 @@ JsonlTail::~JsonlTail() {
 
 size_t JsonlTail::poll(std::vector<Record>& out, std::vector<std::string>* warnings) {
   if (!f_) {
-    f_ = std::fopen(path_.c_str(), "rb");
-    if (!f_) return 0;  // not created yet
+    struct stat st {};
+    if (::lstat(path_.c_str(), &st) != 0) return 0;  // not created yet
+    f_ = fopen_input(path_, kMaxLogFileBytes, "a telemetry file");  // a FIFO or a link: refused
   }
   size_t n = 0;
   char buf[65536];
@@ -492,6 +500,9 @@ size_t JsonlTail::poll(std::vector<Record>& out, std::vector<std::string>* warni
     partial_.append(buf, got);
   }
   std::clearerr(f_);  // so the next poll sees data appended after this EOF
+  if (partial_.size() > kMaxRecordLineBytes && partial_.find('\n') == std::string::npos)
+    throw InputError(fmt::format("{}: a telemetry file: line {} runs past {} without a newline: not telemetry", path_,
+                                 line_no_ + 1, human_bytes(kMaxRecordLineBytes)));
   size_t start = 0;
   for (;;) {
     size_t nl = partial_.find('\n', start);

@@ -2,6 +2,7 @@
 // rank (telemetry/rank-<r>.jsonl). Encoding is deterministic (fields in a fixed order, doubles in
 // shortest round-trip form) so that the same run gives byte-identical files.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -49,10 +50,17 @@ std::vector<Record> parse_jsonl(std::string_view data, const std::string& file, 
 size_t parse_jsonl_chunk(std::string_view data, const std::string& file, size_t first_line, bool final,
                          std::vector<Record>& out, std::vector<std::string>* warnings);
 
-// Reads a JSONL file `chunk` bytes at a time (a run too large to hold: streaming diagnosis).
+// The longest telemetry line read (a record is ~0.2-2 KB; an event's detail is bounded by its writer):
+// a longer one is not telemetry, and reading it is refused rather than buffered without bound.
+constexpr size_t kMaxRecordLineBytes = 1 << 20;
+
+// Reads a JSONL file `chunk` bytes at a time (a run too large to hold: streaming diagnosis). The file
+// is opened as untrusted input (core/input_file.h: a regular file, no link, no FIFO, within
+// kMaxLogFileBytes); a line longer than kMaxRecordLineBytes throws InputError naming the file, the line
+// and its byte offset.
 class JsonlReader {
  public:
-  JsonlReader(std::string path, size_t chunk);  // throws std::runtime_error naming the file
+  JsonlReader(std::string path, size_t chunk);  // throws InputError naming the file
   ~JsonlReader();
   JsonlReader(const JsonlReader&) = delete;
   JsonlReader& operator=(const JsonlReader&) = delete;
@@ -67,10 +75,12 @@ class JsonlReader {
   std::vector<char> buf_;  // bytes read and not yet parsed (a partial last line), then room to read
   size_t have_ = 0;        // bytes of buf_ in use
   size_t line_ = 1;        // line number of buf_'s first line
+  uint64_t offset_ = 0;    // byte offset of buf_'s first byte in the file
   bool eof_ = false;
 };
 
-// Reads a whole JSONL file (parse_jsonl); throws std::runtime_error naming it when it cannot be opened.
+// Reads a whole JSONL file (streamed through JsonlReader: memory is its records); throws InputError as
+// JsonlReader does.
 std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings);
 
 // Follows a file that another process is appending to: each poll() returns the complete lines written

@@ -1,7 +1,10 @@
 #include "telemetry/manifest.h"
 
 #include "core/atomic_file.h"
+#include "core/input_file.h"
+#include "core/safe_path.h"
 
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -54,44 +57,67 @@ T field(const json& o, const char* key, T def, const std::string& where, const s
   try {
     return it->get<T>();
   } catch (const json::exception&) {
-    throw std::runtime_error(path + ": bad manifest field '" + where + key + "': got " + it->dump());
+    throw ManifestError(path + ": bad manifest field '" + where + key + "': got " + it->dump());
   }
 }
 
 std::string required_string(const json& o, const char* key, const std::string& where, const std::string& path) {
   auto it = o.find(key);
   if (it == o.end() || !it->is_string())
-    throw std::runtime_error(path + ": bad manifest field '" + where + key + "': " +
+    throw ManifestError(path + ": bad manifest field '" + where + key + "': " +
                              (it == o.end() ? std::string("missing") : "expected a string, got " + it->dump()));
   return it->get<std::string>();
+}
+
+// An identifier of the cause table or the fault catalogue ("lr_zero", "schedule_total_too_short"): what
+// a manifest may name as a kind, a cause or a mode, and nothing a report or a terminal could take for
+// markup or control.
+void check_identifier(const std::string& v, const std::string& field, const std::string& path, bool empty_ok) {
+  if (v.empty() && empty_ok) return;
+  bool ok = !v.empty() && v.size() <= 64;
+  for (char c : v) ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  if (!ok)
+    throw ManifestError(path + ": bad manifest field '" + field + "': expected an identifier (letters, digits, '_', "
+                        "'-', '.'; at most 64), got " + json(v).dump(-1, ' ', true, json::error_handler_t::replace));
 }
 
 }  // namespace
 
 Manifest read_manifest(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open manifest");
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw std::runtime_error(path + ": not a JSON object");
+  const std::string text = read_input_file(path, kMaxSmallFileBytes, "the manifest");
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw ManifestError(path + ": not a JSON object");
   Manifest m;
   m.scenario = required_string(j, "scenario", "", path);
+  // The scenario's name names the run's directory (and the re-enactment's): one path component.
+  check_path_component(m.scenario, "bad manifest field 'scenario'", path);
   m.source = field<std::string>(j, "source", "", "", path);
   m.seed = field<uint64_t>(j, "seed", 0, "", path);
   m.world_size = field<int>(j, "world_size", 1, "", path);
+  if (m.world_size < 1 || m.world_size > kMaxWorldSize)
+    throw ManifestError(path + ": bad manifest field 'world_size': " + std::to_string(m.world_size) + " (expected 1.." +
+                        std::to_string(kMaxWorldSize) + ")");
   m.steps = field<int64_t>(j, "steps", 0, "", path);
+  if (m.steps < 0 || m.steps > kMaxSteps)
+    throw ManifestError(path + ": bad manifest field 'steps': " + std::to_string(m.steps) + " (expected 0.." +
+                        std::to_string(kMaxSteps) + ")");
   m.versions = field<std::string>(j, "versions", "", "", path);
   if (auto e = j.find("expect"); e != j.end() && !e->is_null()) {
-    if (!e->is_object()) throw std::runtime_error(path + ": bad manifest field 'expect': got " + e->dump());
+    if (!e->is_object()) throw ManifestError(path + ": bad manifest field 'expect': got " + e->dump());
     m.expect_cause = field<std::string>(*e, "cause", "healthy", "expect.", path);
     m.expect_rank = field<int>(*e, "rank", -1, "expect.", path);
     m.expect_within_steps = field<int64_t>(*e, "within_steps", 5, "expect.", path);
+    check_identifier(m.expect_cause, "expect.cause", path, false);
+    if (m.expect_rank < -1 || m.expect_rank >= m.world_size)
+      throw ManifestError(path + ": bad manifest field 'expect.rank': " + std::to_string(m.expect_rank) +
+                          " (world size " + std::to_string(m.world_size) + ")");
   }
   if (auto fs = j.find("faults"); fs != j.end() && !fs->is_null()) {
-    if (!fs->is_array()) throw std::runtime_error(path + ": bad manifest field 'faults': got " + fs->dump());
+    if (!fs->is_array()) throw ManifestError(path + ": bad manifest field 'faults': got " + fs->dump());
     for (size_t i = 0; i < fs->size(); ++i) {
       const json& f = (*fs)[i];
       const std::string where = "faults[" + std::to_string(i) + "].";
-      if (!f.is_object()) throw std::runtime_error(path + ": bad manifest field '" + where + "': got " + f.dump());
+      if (!f.is_object()) throw ManifestError(path + ": bad manifest field '" + where + "': got " + f.dump());
       ManifestFault mf;
       mf.kind = required_string(f, "kind", where, path);
       mf.cause = field<std::string>(f, "cause", mf.kind, where, path);
@@ -101,6 +127,13 @@ Manifest read_manifest(const std::string& path) {
       mf.onset_step = field<int64_t>(f, "onset_step", -1, where, path);
       mf.onset_t = field<double>(f, "onset_t", std::numeric_limits<double>::quiet_NaN(), where, path);
       mf.ends_run = field<bool>(f, "ends_run", false, where, path);
+      check_identifier(mf.kind, where + "kind", path, false);
+      check_identifier(mf.cause, where + "cause", path, true);
+      check_identifier(mf.mode, where + "mode", path, true);
+      if (mf.rank < -1 || mf.rank >= m.world_size)
+        throw ManifestError(path + ": bad manifest field '" + where + "rank': " + std::to_string(mf.rank) +
+                            " (world size " + std::to_string(m.world_size) + ")");
+      if (fs->size() > 1024) throw ManifestError(path + ": bad manifest field 'faults': more than 1024");
       m.faults.push_back(mf);
     }
   }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/input_file.h"
+
 namespace flatline {
 
 struct ManifestFault {
@@ -41,7 +43,20 @@ struct Manifest {
 // Atomic: the whole manifest or the previous one. Throws FileWriteError (core/atomic_file.h) naming the
 // file and the OS's reason.
 void write_manifest(const Manifest& m, const std::string& path);
-// Throws std::runtime_error naming the file and the bad field.
+// A manifest that cannot be taken as one (docs/DESIGN.md §9 "Untrusted input").
+class ManifestError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+// Bounds on what a manifest may say (a 16,384-rank fleet is the largest flatline simulates).
+constexpr int kMaxWorldSize = 1 << 20;
+constexpr int64_t kMaxSteps = int64_t{1} << 40;
+
+// Reads a manifest as untrusted input: a regular file (core/input_file.h) of at most
+// kMaxSmallFileBytes; `scenario` one path component (core/safe_path.h); kinds, causes and modes
+// identifiers; world_size, steps and ranks within bounds. Throws InputError (ManifestError for a bad
+// field) naming the file and the field.
 Manifest read_manifest(const std::string& path);
 
 }  // namespace flatline

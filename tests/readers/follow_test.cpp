@@ -47,7 +47,10 @@ TEST(Follow, AppendedTextLogInPiecesGivesTheWholeFilesRecords) {
   const std::string p = fresh_dir("append") + "/train.log";
   Follower f(p);
   std::vector<Record> got;
-  EXPECT_EQ(f.poll(got), 0u);  // not there yet
+  EXPECT_EQ(f.poll(got), 0u);  // not there yet: said once
+  EXPECT_EQ(f.take_warnings(), Warnings{p + ": no such file or directory; waiting for it"});
+  EXPECT_EQ(f.poll(got), 0u);
+  EXPECT_TRUE(f.take_warnings().empty());
   // Written in 7 pieces that cut lines anywhere.
   const size_t piece = whole.size() / 7 + 1;
   for (size_t at = 0; at < whole.size(); at += piece) {

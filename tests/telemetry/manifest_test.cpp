@@ -112,7 +112,7 @@ std::string read_error(const std::string& path) {
 TEST(Manifest, MissingFileErrorNamesThePath) {
   std::string path = temp_path("missing");
   std::remove(path.c_str());
-  EXPECT_EQ(read_error(path), path + ": cannot open manifest");
+  EXPECT_EQ(read_error(path), path + ": the manifest: cannot open: No such file or directory");
 }
 
 TEST(Manifest, BadJsonErrorNamesThePath) {
