@@ -2,6 +2,10 @@
 // (detectors/external.h, docs/DETECTORS.md).
 #include "detectors/external.h"
 
+#include "core/input_file.h"
+#include "core/kept_process.h"
+#include "core/printable.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -114,7 +118,11 @@ ExternalDetectorSpec parse_detector_spec(const std::string& s) {
   if (d.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
           std::string::npos ||
       d.name == "." || d.name == "..")
-    throw std::invalid_argument("--detector '" + s + "': the name must be letters, digits, '.', '_' or '-'");
+    throw std::invalid_argument("--detector '" + printable(s.substr(0, 100)) +
+                                "': the name must be letters, digits, '.', '_' or '-'");
+  if (d.name.size() > kMaxDetectorNameBytes)  // it names files, directories and JUnit suites
+    throw std::invalid_argument(fmt::format("--detector: the name '{}...' is {} characters; at most {}",
+                                            d.name.substr(0, 40), d.name.size(), kMaxDetectorNameBytes));
   if (d.command.find_first_not_of(" \t") == std::string::npos)
     throw std::invalid_argument("--detector '" + s + "': empty command");
   return d;
@@ -146,6 +154,7 @@ struct DetectorFeed::Impl {
     std::vector<std::pair<std::string, std::string>> env;
     pid_t pid = -1;
     int in = -1, out = -1, err = -1, err_file = -1;
+    size_t err_kept = 0, err_dropped = 0;  // stderr bytes written to err_file, and past its bound
     size_t next = 0, off = 0;          // next record to write; bytes of it written
     uint64_t written = 0;              // bytes written to its stdin
     std::vector<uint64_t> ends;        // cumulative end offset of each record written
@@ -214,22 +223,10 @@ struct DetectorFeed::Impl {
       d.err_file = ::open((o.stderr_dir + "/" + d.spec.name + ".stderr").c_str(),
                           O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     d.start = d.progress_at = wall_now();
-    const pid_t pid = fork();
+    // Under a keeper (core/kept_process.h): its own process group, and every descendant, setsid or
+    // not, ends with it and with flatline, even when flatline is SIGKILLed.
+    const pid_t pid = spawn_kept("/bin/sh", const_cast<char* const*>(argv), envp.data(), in[0], out[1], err[1]);
     if (pid < 0) throw std::runtime_error(std::string("detector ") + d.spec.name + ": fork: " + std::strerror(errno));
-    if (pid == 0) {
-      setpgid(0, 0);  // its own group: a timeout kills whatever it started too
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      signal(SIGPIPE, SIG_DFL);
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-      syscall(SYS_close_range, 3u, ~0u, 0);
-      execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
-      _exit(127);
-    }
-    setpgid(pid, pid);
     d.pid = pid;
     ::close(in[0]);
     ::close(out[1]);
@@ -240,8 +237,9 @@ struct DetectorFeed::Impl {
     for (int fd : {d.in, d.out, d.err}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
 
+  // The whole tree, through its keeper (a SIGKILL to the group would leave what left it to init).
   void kill_group(Det& d) {
-    if (d.pid > 0 && !d.done) ::kill(-d.pid, SIGKILL);
+    if (d.pid > 0 && !d.done) ::kill(d.pid, kKeeperKillAll());
   }
 
   void close_fd(int& fd) {
@@ -268,13 +266,18 @@ struct DetectorFeed::Impl {
         alarm_line(d, last);
       }
     }
-    ::kill(-d.pid, SIGKILL);  // anything it left running in its group
+    ::kill(-d.pid, SIGKILL);  // its keeper is gone and took the tree along; anything left in its group too
     d.pid = -1;
     d.done = true;
     d.res.wall_s = wall_now() - d.start;
     close_fd(d.in);
     close_fd(d.out);
     close_fd(d.err);
+    if (d.err_file >= 0 && d.err_dropped > 0) {
+      const std::string note = fmt::format("\n[flatline: {} more bytes of stderr not kept: {} at most]\n", d.err_dropped,
+                                           human_bytes(kMaxStderrKeptBytes));
+      if (::write(d.err_file, note.data(), note.size()) < 0) {}
+    }
     close_fd(d.err_file);
     return true;
   }
@@ -292,7 +295,7 @@ struct DetectorFeed::Impl {
     }
     d.res.stderr_tail = tail;
     d.res.error = why;
-    if (d.pid > 0) ::kill(-d.pid, SIGKILL);
+    kill_group(d);
   }
 
   // --- output -----------------------------------------------------------------------------------
@@ -411,7 +414,13 @@ struct DetectorFeed::Impl {
     for (;;) {
       const ssize_t n = ::read(d.err, buf, sizeof buf);
       if (n <= 0) break;
-      if (d.err_file >= 0 && ::write(d.err_file, buf, static_cast<size_t>(n)) < 0) close_fd(d.err_file);
+      if (d.err_file >= 0) {  // kept up to kMaxStderrKeptBytes; beyond, counted, and the file says so at the end
+        const size_t room = d.err_kept < kMaxStderrKeptBytes ? kMaxStderrKeptBytes - d.err_kept : 0;
+        const size_t take = std::min(room, static_cast<size_t>(n));
+        if (take > 0 && ::write(d.err_file, buf, take) < 0) close_fd(d.err_file);
+        d.err_kept += take;
+        d.err_dropped += static_cast<size_t>(n) - take;
+      }
       d.errtail.append(buf, static_cast<size_t>(n));
       if (d.errtail.size() > 2 * kStderrTailBytes) d.errtail.erase(0, d.errtail.size() - kStderrTailBytes);
     }
@@ -479,14 +488,35 @@ struct DetectorFeed::Impl {
     held.erase(held.begin(), held.begin() + static_cast<long>(n));
   }
 
+  // A signal stops the run: SIGTERM to every detector's group at once, its tree killed kStopGraceS later.
+  double stopping_since = 0;
+  void stop_if_interrupted(double now) {
+    if (stopping_since == 0 && o.interrupted) {
+      if (const int sig = o.interrupted()) {
+        stopping_since = now;
+        for (auto& d : dets) {
+          if (d.done) continue;
+          d.res.interrupted = true;
+          if (d.res.error.empty()) d.res.error = fmt::format("interrupted: the run was stopped ({})", strsignal(sig));
+          if (d.pid > 0) ::kill(-d.pid, SIGTERM);  // the keeper waits; the detector may flush and go
+        }
+      }
+    }
+    if (stopping_since > 0 && now - stopping_since > kStopGraceS)
+      for (auto& d : dets) kill_group(d);
+  }
+
   bool pump_once(double now_run_t) {
     run_t = now_run_t;
     if (o.mode == FeedMode::live) release_held(false);
     bool progress = false;
     const double now = wall_now();
+    stop_if_interrupted(now);
     for (auto& d : dets) {
       if (d.done) continue;
       if (!d.res.error.empty()) {
+        read_output(d);  // an interrupted detector's last alarms still count
+        read_stderr(d);
         progress |= reap(d, false);
         continue;
       }

@@ -44,8 +44,13 @@
 
 namespace flatline {
 
+constexpr size_t kMaxDetectorNameBytes = 64;
+// A detector's stderr kept in FeedOptions::stderr_dir/<name>.stderr: the first 1 MiB, then a line
+// saying how much more there was (a detector that logs per record wrote 35 MB for one run).
+constexpr size_t kMaxStderrKeptBytes = 1 << 20;
+
 struct ExternalDetectorSpec {
-  std::string name;     // letters, digits, '.', '_', '-' (it names files and JUnit suites)
+  std::string name;     // letters, digits, '.', '_', '-', at most kMaxDetectorNameBytes (it names files and JUnit suites)
   std::string command;  // run through /bin/sh -c
 };
 
@@ -71,6 +76,7 @@ struct ExternalOutcome {
   std::string name;
   std::vector<ExternalAlarm> alarms;    // in arrival order: the first decides, the rest are reported
   std::string error;                    // "" = none; else why the run is scored "detector error"
+  bool interrupted = false;             // the run was stopped by a signal before this detector was done
   int exit_status = -1;                 // exit code, or 128 + signal (137: killed, by itself or the harness)
   int64_t records_fed = 0;              // records written to its stdin
   int64_t records_read = 0;             // of those, read by the detector
@@ -94,6 +100,10 @@ struct FeedLimits {
   size_t max_backlog_bytes = 64u << 20;   // live and paced: records released but not yet written
 };
 
+// A stopped run's detectors have this long between SIGTERM and the end of their tree (the design's
+// stop is 5 s in all: ranks and detectors stop side by side).
+constexpr double kStopGraceS = 1.0;
+
 // Live records are held at most this long for a rank that has not caught up before they are released
 // out of time order (a hung rank still heartbeats every heartbeat_s; its peers must not wait for it).
 constexpr double kLiveHoldS = 0.2;
@@ -108,6 +118,10 @@ struct FeedOptions {
   // Replays: called with each record as it is handed to detector `i` (before its stdin gets it), to
   // re-enact the run directory that detector sees at the pace it reads (telemetry, formats).
   std::function<void(size_t i, const Record&)> on_release;
+  // The signal that is stopping the run (SIGTERM, SIGINT, SIGHUP to flatline), 0 while none: checked at
+  // every pump. Once it says one, every detector still running gets SIGTERM (its group), then after
+  // kStopGraceS its whole tree is killed; its outcome says "interrupted".
+  std::function<int()> interrupted;
   // Replays: each detector's own FLATLINE_RUN_DIR and more variables (index = detector); empty: run_dir
   // and env for all.
   std::vector<std::string> run_dirs;
