@@ -37,7 +37,9 @@
 #include "cli/reenact.h"
 #include "core/atomic_file.h"
 #include "core/interrupt.h"
+#include "core/printable.h"
 #include "core/protocol.h"
+#include "core/safe_path.h"
 #include "detectors/scoreboard.h"
 #include "readers/replay.h"
 #include "telemetry/corpus.h"
@@ -236,7 +238,9 @@ int score(const Args& a) {
   limits.exit_s = a.exit_s;
   const bool paced = a.realtime || a.speed > 0;
   const double speed = a.speed > 0 ? a.speed : 1.0;
-  const std::string scratch = (fs::temp_directory_path() / fmt::format("flatline-score-{}", ::getpid())).string();
+  // Replays re-enact each run for each detector under a directory of flatline's own (core/safe_path.h):
+  // the only one score ever deletes.
+  const std::string scratch = dets.empty() ? "" : make_owned_temp_dir(fmt::format("flatline-score-{}", ::getpid()));
 
   std::vector<Manifest> manifests;
   std::vector<std::vector<DetectorRunScore>> rows;
@@ -287,6 +291,7 @@ int score(const Args& a) {
           fo.run_dirs = re.run_dirs();
           fo.run_envs = re.envs();
           fo.on_release = [&re](size_t d, const Record& r) { re.write(d, r); };
+          fo.interrupted = [] { return launcher_interrupt(); };  // SIGTERM stops the detectors too, in ~1 s
           outcomes = feed_recorded(log.records, dets, fo, speed);
         }
         if (!in.corpus.empty() && std::find(corpora.begin(), corpora.end(), in.corpus) == corpora.end())
@@ -297,9 +302,15 @@ int score(const Args& a) {
     } catch (const ScenarioError&) {
       throw;
     } catch (const std::exception& e) {
-      std::cout << "HARNESS FAILURE: " << e.what() << "\n" << std::flush;
+      std::cout << "HARNESS FAILURE: " << printable(e.what()) << "\n" << std::flush;
       harness_failures.push_back(in.source + ": " + e.what());
       continue;
+    }
+    if (launcher_interrupt() && in.recorded.size() &&
+        std::any_of(outcomes.begin(), outcomes.end(), [](const ExternalOutcome& x) { return x.interrupted; })) {
+      interrupted = launcher_interrupt();  // stopped half-way: not scored, said below
+      std::cout << "interrupted\n" << std::flush;
+      break;
     }
     std::vector<DetectorRunScore> row = {score_builtin_run(m, builtin)};
     for (const auto& o : outcomes) row.push_back(score_external_run(m, o));
@@ -314,7 +325,7 @@ int score(const Args& a) {
     const double secs = in.recorded.empty()
                             ? m.wall_s
                             : std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    std::cout << fmt::format("{} ({:.{}f} s)\n", dets.empty() ? line.substr(line.find(": ") + 2) : line, secs,
+    std::cout << fmt::format("{} ({:.{}f} s)\n", printable(dets.empty() ? line.substr(line.find(": ") + 2) : line), secs,
                              in.recorded.empty() ? 0 : 2)
               << std::flush;
     if (a.confirm) confirmations.push_back(confirm_one(in.recorded.empty() ? a.out + "/" + m.scenario : in.recorded, a));
@@ -325,8 +336,7 @@ int score(const Args& a) {
   if (interrupted)
     std::cout << fmt::format("\ninterrupted by {}: {} of {} run(s) done\n", signal_name(interrupted), rows.size(),
                              ins.size());
-  std::error_code ec;
-  fs::remove_all(scratch, ec);
+  if (!scratch.empty()) remove_owned_dir(scratch);
 
   Scoreboard board = make_scoreboard(std::move(manifests), std::move(rows), std::move(confirmations));
   if (!trained.empty()) {  // what this invocation recorded is a corpus
@@ -360,7 +370,7 @@ int score(const Args& a) {
       errors += !r.error.empty();
       missed += !r.expect_met && r.error.empty();
     }
-  for (const auto& h : harness_failures) std::cout << "harness failure: " << h << "\n";
+  for (const auto& h : harness_failures) std::cout << "harness failure: " << printable(h) << "\n";
   if (errors) std::cout << fmt::format("{} run(s) scored 'detector error' (see above)\n", errors);
   if (interrupted) return kExitSignalBase + interrupted;  // as a shell expects: 130, 143
   if (!harness_failures.empty()) return kExitHarness;

@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "cli/command.h"
 #include "confirm/intervention.h"
@@ -39,6 +41,9 @@ struct EnvInt {
   const char* name = nullptr;  // the variable that was set (nullptr: neither)
   int64_t value = 0;
 };
+
+// FLATLINE_RUN_T0's bounds: not before 2001-09-09 (1e9 s), not more than a minute ahead of this clock.
+constexpr double kMinRunT0 = 1e9, kRunT0SlackS = 60;
 
 EnvInt env_int(const char* a, const char* b, int64_t lo, int64_t hi, bool leading_count = false) {
   for (const char* name : {a, b}) {
@@ -82,12 +87,18 @@ void read_environment(RankOptions& o) {
   }
   const EnvInt port = env_int(kEnvMasterPort, nullptr, 1, 65535);
   o.master_port = port.name ? static_cast<int>(port.value) : kDefaultMasterPort;
-  o.threads = static_cast<int>(env_int(kEnvThreads, nullptr, 1, 4096).value);
+  // Intra-op threads: at most this machine's (more only thrash; 4096 on 2 cores was accepted once).
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  o.threads = static_cast<int>(env_int(kEnvThreads, nullptr, 1, cores).value);
   if (const char* t = std::getenv(kEnvRunT0)) {
+    // The run's clock origin: a time that has been (a resumed run keeps its origin, days back), never
+    // one ahead of now, which would make every record's t negative and run backwards.
     char* end = nullptr;
     o.run_t0 = std::strtod(t, &end);
-    if (end == t || *end || !std::isfinite(o.run_t0) || o.run_t0 <= 0)
-      throw EnvError(fmt::format("{}='{}': expected epoch seconds > 0", kEnvRunT0, t));
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (end == t || *end || !std::isfinite(o.run_t0) || o.run_t0 < kMinRunT0 || o.run_t0 > now + kRunT0SlackS)
+      throw EnvError(fmt::format("{}='{}': expected the run's start in epoch seconds, between {:.0f} and now ({:.0f})",
+                                 kEnvRunT0, t, kMinRunT0, now));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -227,6 +228,16 @@ struct LiveFeed {
   OnsetClock onsets;
   std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
   std::vector<int64_t> last_step;   // the step of its last record
+  // Progress (core/protocol.h progress_bound_s): when a step record last arrived from any rank in this
+  // phase, and the spacings of the last ones, on the launcher's clock.
+  double last_step_wall = 0;
+  bool any_step = false;
+  std::deque<double> step_spacing;
+  double longest_recent_step() const {
+    double m = 0;
+    for (double x : step_spacing) m = std::max(m, x);
+    return m;
+  }
   DetectorFeed* detectors = nullptr;  // external detectors, when attached
   LiveFeed(std::vector<FaultTruth> truths, int world)
       : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0) {}
@@ -242,6 +253,17 @@ struct LiveFeed {
         if (progress) progress->observe(r, now_wall);
         ended[i] = stream_ended_after(ended[i], r);
         last_step[i] = r.step;
+        if (r.kind == RecordKind::step) {
+          if (any_step && now_wall > last_step_wall) {
+            step_spacing.push_back(now_wall - last_step_wall);
+            if (step_spacing.size() > 16) step_spacing.pop_front();
+          }
+          last_step_wall = std::max(last_step_wall, now_wall);
+          any_step = true;
+        } else if (r.kind == RecordKind::eval || r.kind == RecordKind::event ||
+                   (r.kind == RecordKind::heartbeat && (r.phase == "checkpoint" || r.phase == "eval"))) {
+          last_step_wall = std::max(last_step_wall, now_wall);  // a checkpoint or an eval is work, not a stall
+        }
       }
     }
     return n;
@@ -269,6 +291,9 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
   const LaunchOptions& o = c.o;
   const int port = free_tcp_port();
   std::fill(c.feed.ended.begin(), c.feed.ended.end(), 0);  // new processes: each must end its own stream
+  c.feed.any_step = false;  // and a first step of their own (kFirstStepAllowanceS)
+  c.feed.step_spacing.clear();
+  c.feed.last_step_wall = wall_now();
   std::vector<RankProc> ranks;
   for (int r = 0; r < s.world_size; ++r) ranks.push_back(spawn_rank(o, s, r, port, c.t0, start));
   size_t alive = ranks.size();
@@ -367,6 +392,27 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
       say(o, "  [watchdog] " + why + "\n");
       kill_all(why);
     }
+    // ---- ... and on progress: heartbeats arrive, step records do not (every rank blocked reading its
+    // data, a deadlocked loader): no collective times out, so nothing else would end it ----
+    const double progress_bound = progress_bound_s(c.feed.any_step, c.feed.longest_recent_step(), s.heartbeat_s,
+                                                   s.collective_timeout_s);
+    if (!c.res.stalled && c.res.interrupted_by == 0 && kill_at < 0 && now - c.feed.last_step_wall > progress_bound) {
+      c.res.stalled = true;
+      const std::string why =
+          c.feed.any_step
+              ? fmt::format("no step from any rank for {:.1f} s while records still arrive (the launcher's clock; "
+                            "bound {:.0f} s = max({:.0f} x the longest recent step {:.2f} s, {:.0f} s)): every rank "
+                            "stopped by the launcher",
+                            now - c.feed.last_step_wall, progress_bound, kProgressSteps, c.feed.longest_recent_step(),
+                            stall_bound)
+              : fmt::format("no first step from any rank for {:.1f} s while records still arrive (the launcher's "
+                            "clock; bound {:.0f} s = a first step's allowance {:.0f} s + {:.0f} s): every rank stopped "
+                            "by the launcher",
+                            now - c.feed.last_step_wall, progress_bound, kFirstStepAllowanceS, stall_bound);
+      c.res.first_error = why;
+      say(o, "  [watchdog] " + why + "\n");
+      kill_all(why);
+    }
     if (kill_at > 0 && now > kill_at) {
       kill_all(kill_why);
       kill_at = -1;
@@ -459,6 +505,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
     fo.limits = o.detector_limits;
     fo.env = o.detector_env;
     fo.stderr_dir = o.run_dir + "/detectors";
+    fo.interrupted = [] { return launcher_interrupt(); };  // stopped with the ranks, within the design's 5 s
     fs::create_directories(fo.stderr_dir);
     detectors = std::make_unique<DetectorFeed>(o.detectors, fo);
     feed.detectors = detectors.get();

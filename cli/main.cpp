@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "core/printable.h"
 #include "faults/scenario.h"
 #include "sim/build_info.h"
 
@@ -89,10 +90,13 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : runs)
       if (sub->parsed()) return run();
   } catch (const flatline::ScenarioError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << flatline::printable(e.what()) << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {  // a bound this input got past: said, never a crash
+    std::cerr << "error: out of memory reading the input (a file far larger than a run's)\n";
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << flatline::printable(e.what()) << "\n";
     return 1;
   }
   return 0;

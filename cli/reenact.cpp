@@ -1,6 +1,8 @@
 // Re-enacted run directories for replays (cli/reenact.h).
 #include "cli/reenact.h"
 
+#include "core/safe_path.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,21 +46,26 @@ Reenactment::Reenactment(const std::string& scratch, const Manifest& m,
   }
   for (const auto& d : detectors) {
     Dir dir;
-    dir.path = fmt::format("{}/{}/{}", scratch, d.name, m.scenario);
-    std::error_code ec;
-    fs::remove_all(dir.path, ec);
+    // Names from the command line and the manifest, each one path component (checked where they are
+    // read, and here again), and the result inside the scratch directory: nothing outside it is made
+    // or deleted (docs/DESIGN.md §9).
+    check_path_component(d.name, "detector name", "--detector");
+    check_path_component(m.scenario, "scenario name", recorded_run + "/manifest.json");
+    dir.path = path_within(scratch, d.name + "/" + m.scenario, "the re-enactment of a run");
+    make_owned_dir(dir.path);
     fs::create_directories(dir.path + "/telemetry");
-    for (int r = 0; r < std::max(1, m.world_size); ++r)
-      dir.ranks.push_back(std::make_unique<JsonlWriter>(fmt::format("{}/telemetry/rank-{}.jsonl", dir.path, r)));
+    // a rank's file is opened with its first record: a manifest's world size opens nothing by itself
+    dir.ranks.resize(static_cast<size_t>(std::max(1, m.world_size)));
     if (!formats.empty()) dir.formats = std::make_unique<FormatSink>(formats, format_context(s, dir.path, 0, false));
     dirs_.push_back(std::move(dir));
   }
 }
 
 Reenactment::~Reenactment() {
-  for (const auto& d : dirs_) {
-    std::error_code ec;
-    fs::remove_all(d.path, ec);
+  for (auto& d : dirs_) {
+    d.ranks.clear();  // closed before their directory goes
+    d.formats.reset();
+    remove_owned_dir(d.path);
   }
 }
 
@@ -76,7 +83,11 @@ std::vector<std::vector<std::pair<std::string, std::string>>> Reenactment::envs(
 
 void Reenactment::write(size_t detector, const Record& r) {
   Dir& d = dirs_.at(detector);
-  if (r.rank >= 0 && static_cast<size_t>(r.rank) < d.ranks.size()) d.ranks[r.rank]->write(r);
+  if (r.rank >= 0 && static_cast<size_t>(r.rank) < d.ranks.size()) {
+    auto& w = d.ranks[static_cast<size_t>(r.rank)];
+    if (!w) w = std::make_unique<JsonlWriter>(fmt::format("{}/telemetry/rank-{}.jsonl", d.path, r.rank));
+    w->write(r);
+  }
   if (d.formats && r.rank == 0) d.formats->write(r);
 }
 

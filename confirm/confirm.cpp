@@ -1,6 +1,8 @@
 // The plan and the verdict of a confirmation (confirm/confirm.h).
 #include "confirm/confirm.h"
 
+#include "core/printable.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -331,7 +333,8 @@ ConfirmResult judge(const Scenario& s, const ConfirmPlan& p, const std::vector<R
   return r;
 }
 
-std::string to_text(const ConfirmResult& r) {
+namespace {
+std::string to_text_unescaped(const ConfirmResult& r) {
   const ConfirmPlan& p = r.plan;
   std::string s = fmt::format("confirm {}: diagnosis {}", r.run_dir, cause_with_rank(p.cause, p.rank, " rank "));
   if (p.onset >= 1) s += fmt::format(", onset step {}", p.onset);
@@ -371,6 +374,10 @@ std::string to_text(const ConfirmResult& r) {
                    r.prefix.wall_s, r.control_run.wall_s, r.repaired_run.wall_s);
   return s;
 }
+}  // namespace
+
+// What reaches a terminal: control characters from the input made printable (core/printable.h).
+std::string to_text(const ConfirmResult& r) { return printable(to_text_unescaped(r)); }
 
 namespace {
 

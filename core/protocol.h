@@ -4,6 +4,7 @@
 // (cli/cmd_worker.cpp -> sim/trainer.cpp), started by that launcher, by torchrun --no-python or by srun.
 // The fleet simulator (sim/simulate/) reproduces the same timing. One named constant each.
 #pragma once
+#include <string>
 #include <csignal>
 
 namespace flatline {
@@ -44,6 +45,12 @@ constexpr int kExitExecFailed = 127;   // the launcher could not exec the worker
 // often a consequence (a peer died of a full disk, a bad checkpoint, a signal): when several ranks fail,
 // the launcher reports a failure of another kind over a [comm] one that it happened to reap first.
 constexpr const char* kCommFailureMark = "failed [comm]: ";
+// The kind a rank's last words name ("comm", "io", "checkpoint", "device"), "" when they name none.
+inline std::string rank_failure_kind(const std::string& words) {
+  for (const char* k : {"comm", "io", "checkpoint", "device"})
+    if (words.find(std::string("failed [") + k + "]: ") != std::string::npos) return k;
+  return "";
+}
 // Bad input, before any training: a scenario the loader refuses, an environment variable that is not
 // what the protocol says (RANK=abc, RANK >= WORLD_SIZE), a usage error on the command line. The same
 // status as a RankError: either way this rank cannot go on, and its last line says why.
@@ -95,6 +102,27 @@ inline double stall_bound_s(double heartbeat_s, double collective_timeout_s) {
   double b = heartbeat_s * kStallHeartbeats;
   if (collective_timeout_s > b) b = collective_timeout_s;
   return b > kStallMinS ? b : kStallMinS;
+}
+
+// ---- liveness on progress (docs/DESIGN.md §2 "How long a step may take") -------------------------
+// Heartbeats say a process lives, step records that it trains. A run can beat and not train: every rank
+// blocked reading its data (a stalled file system), a deadlocked loader. How long a step may take is set
+// by what the run has shown of its steps, and a first step gets an allowance of its own: loading,
+// compiling and the first collectives take long, and a large model's ordinary step takes tens of
+// seconds from the start.
+//   kFirstStepAllowanceS  the first step after a (re)start may take this long before it is a hang (the
+//                         detectors' start-up bound, and the launcher's before a phase's first step);
+//   kProgressSteps        once steps are seen, the launcher ends a run in which no rank has written a step
+//                         record for max(stall_bound_s, kProgressSteps x the longest of its recent step
+//                         intervals): ten typical steps, never sooner than the ranks' own collective
+//                         timeout. run_not_alive names the hang first (3 steps + a heartbeat).
+constexpr double kFirstStepAllowanceS = 120;
+constexpr double kProgressSteps = 10;
+inline double progress_bound_s(bool any_step, double longest_step_s, double heartbeat_s, double collective_timeout_s) {
+  const double stall = stall_bound_s(heartbeat_s, collective_timeout_s);
+  if (!any_step) return kFirstStepAllowanceS + stall;
+  const double b = kProgressSteps * longest_step_s;
+  return b > stall ? b : stall;
 }
 
 }  // namespace flatline

@@ -2,6 +2,8 @@
 // per-run verdict, suite aggregates, and three renderings (terminal table, JSON, JUnit).
 #include "detectors/score.h"
 
+#include "core/printable.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -228,7 +230,8 @@ std::vector<std::string> confusion_labels(const SuiteScore& s, bool every_checkl
   return out;
 }
 
-std::string render_table(const SuiteScore& s) {
+namespace {
+std::string render_table_unescaped(const SuiteScore& s) {
   std::string out;
   auto w = std::back_inserter(out);
 
@@ -318,6 +321,10 @@ std::string render_table(const SuiteScore& s) {
   }
   return out;
 }
+}  // namespace
+
+// What reaches a terminal: control characters from the input made printable (core/printable.h).
+std::string render_table(const SuiteScore& s) { return printable(render_table_unescaped(s)); }
 
 std::string to_json(const SuiteScore& s) {
   using nlohmann::json;

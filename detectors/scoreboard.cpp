@@ -2,6 +2,8 @@
 // external detectors, their aggregates, and the three renderings.
 #include "detectors/scoreboard.h"
 
+#include "core/printable.h"
+
 #include "detectors/causes.h"
 
 #include <fmt/format.h>
@@ -214,7 +216,8 @@ Scoreboard make_scoreboard(std::vector<Manifest> manifests, std::vector<std::vec
   return b;
 }
 
-std::string render_scoreboard(const Scoreboard& b) {
+namespace {
+std::string render_scoreboard_unescaped(const Scoreboard& b) {
   std::string out;
   auto w = std::back_inserter(out);
   if (!b.summaries.empty()) out += render_table(b.summaries.front().suite);
@@ -320,6 +323,10 @@ std::string render_scoreboard(const Scoreboard& b) {
     fmt::format_to(w, "corpus: {} ({} runs, xxh3-128 {})\n", b.corpus_dir, b.manifests.size(), b.corpus_id);
   return out;
 }
+}  // namespace
+
+// What reaches a terminal: control characters from the input made printable (core/printable.h).
+std::string render_scoreboard(const Scoreboard& b) { return printable(render_scoreboard_unescaped(b)); }
 
 std::string to_json(const Scoreboard& b) {
   using nlohmann::json;

@@ -1,6 +1,8 @@
 // Triage (triage.h): one detector per cause in checklist order plus the plateau check; the diagnosis
 // is the first cause in checklist order that fired, with every finding listed.
 #include "detectors/triage.h"
+
+#include "core/printable.h"
 #include "detectors/util.h"
 
 #include <algorithm>
@@ -279,7 +281,8 @@ std::string when(const Finding& f) {
 
 }  // namespace
 
-std::string to_text(const Diagnosis& d) {
+namespace {
+std::string to_text_unescaped(const Diagnosis& d) {
   std::string s;
   if (d.findings.empty()) {
     s += "diagnosis: healthy (no cause found)\n";
@@ -313,6 +316,10 @@ std::string to_text(const Diagnosis& d) {
   s += fmt::format("records: {}, last step {}\n", d.records, d.last_step);
   return s;
 }
+}  // namespace
+
+// What reaches a terminal: control characters from the input made printable (core/printable.h).
+std::string to_text(const Diagnosis& d) { return printable(to_text_unescaped(d)); }
 
 namespace {
 

@@ -144,10 +144,10 @@ std::string suite_section(const SuiteScore& s) {
                                 s.expect_failures, html_escape(render_table(s)));
   const std::vector<std::string> causes = confusion_labels(s, /*every_checklist_cause=*/true);
   out += "<h2>confusion matrix</h2>\n<table><tr><th>truth \\ diagnosed</th>";
-  for (const auto& c : causes) out += "<th>" + c + "</th>";
+  for (const auto& c : causes) out += "<th>" + html_escape(c) + "</th>";  // a manifest's cause: input
   out += "</tr>\n";
   for (const auto& t : causes) {
-    out += "<tr><th>" + t + "</th>";
+    out += "<tr><th>" + html_escape(t) + "</th>";
     for (const auto& c : causes) {
       int n = 0;
       if (auto it = s.confusion.find(t); it != s.confusion.end())

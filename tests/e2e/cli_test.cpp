@@ -4,6 +4,8 @@
 // worker's environment; `simulate` options that would mean nothing; the drill on a run whose manifest
 // (its hidden truth) cannot be read; and `run`'s progress on a terminal and in a pipe.
 #include <gtest/gtest.h>
+
+#include <thread>
 #include <pty.h>
 #include <sys/wait.h>
 
@@ -103,7 +105,13 @@ TEST(Cli, TheWorkersEnvironmentIsValidated) {
       {"RANK=0 WORLD_SIZE=0", "WORLD_SIZE='0': expected an integer in [1, "},
       {"WORLD_SIZE=2", "WORLD_SIZE=2 but RANK (or SLURM_PROCID) is not set"},
       {"RANK=0 WORLD_SIZE=2 MASTER_PORT=70000", "MASTER_PORT='70000': expected an integer in [1, 65535]"},
-      {"RANK=0 WORLD_SIZE=1 FLATLINE_RUN_T0=yesterday", "FLATLINE_RUN_T0='yesterday': expected epoch seconds > 0"},
+      {"RANK=0 WORLD_SIZE=1 FLATLINE_RUN_T0=yesterday", "FLATLINE_RUN_T0='yesterday': expected the run's start in epoch seconds"},
+      // a start ahead of now would make every record's t negative, running backwards
+      {"RANK=0 WORLD_SIZE=1 FLATLINE_RUN_T0=1e30", "FLATLINE_RUN_T0='1e30': expected the run's start in epoch seconds"},
+      {"RANK=0 WORLD_SIZE=1 FLATLINE_RUN_T0=12", "FLATLINE_RUN_T0='12': expected the run's start in epoch seconds"},
+      // more intra-op threads than this machine has only thrash
+      {"RANK=0 WORLD_SIZE=1 FLATLINE_THREADS=4096",
+       "FLATLINE_THREADS='4096': expected an integer in [1, " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) + "]"},
       {"RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=3", "LOCAL_WORLD_SIZE='3': expected an integer in [1, 2]"},
   };
   for (const auto& c : cases) {
