@@ -16,8 +16,13 @@
 //   but not the sampler (HF Trainer's ignore_data_skip, a lost dataloader state, Megatron's consumed
 //   samples reset). onset_step = detected_step = that step. The check still says what batch_hash
 //   would add (a cycle that keeps counting samples is invisible to the position).
-// False-positive guard: a restart that re-runs steps from the last checkpoint re-emits the SAME hash
-//   at the SAME step number (the sampler position was restored): not a repeat. A new epoch
+// False-positive guard: a restart that re-runs steps from the last checkpoint re-trains the batches of
+//   the steps it rolled back: at a rank's `resume` event (step = the checkpoint's), the batches it first
+//   saw after that step are forgotten, and its last-3 window starts over. At the same world size they
+//   come again at the same step numbers; at another one the sampler re-shards them (other hashes, other
+//   steps), which is no replay either. What the resumed loader replays from BEFORE the checkpoint (an
+//   epoch started over) is still a repeat. (Logs without resume events: the SAME hash at the SAME step
+//   number is not a repeat, as before.) A new epoch
 //   reshuffles, so its batches hash differently. (An unshuffled loader that starts a new epoch
 //   does repeat its data, and this detector says so.)
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
@@ -49,6 +54,12 @@ class DataReplay final : public BlockDetector<DataReplay> {
   bool expensive() const override { return true; }  // a hash table per rank
 
   void observe(const Record& r) override {
+    if (r.kind == RecordKind::event && r.name == "resume" && r.rank >= 0) {
+      Rank& s = ranks_[r.rank];
+      if (s.first_seen) s.first_seen->forget_after(r.step);
+      s.n_last = 0;
+      return;
+    }
     if (r.kind != RecordKind::step || r.rank < 0) return;
     any_steps_ = true;
     Rank& s = ranks_[r.rank];

@@ -10,6 +10,7 @@
 // within 2^31 steps).
 #pragma once
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -20,6 +21,33 @@ class HashHistory {
  public:
   explicit HashHistory(std::size_t cap = 1 << 16) : cap_(cap < 1 ? 1 : cap) {}
   std::size_t size() const { return count_; }
+
+  // A resume from the checkpoint of step `step`: the steps after it were rolled back, so the batches
+  // first seen after it are forgotten (the re-run steps train them again, by design, and possibly at
+  // other step numbers: a resume at another world size re-shards them). Returns how many went.
+  std::size_t forget_after(int64_t step) {
+    if (count_ == 0) return 0;
+    std::vector<Slot> kept;  // oldest first
+    kept.reserve(count_);
+    const std::size_t n = ring_.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      const uint32_t t = ring_[(head_ + k) % n];
+      const std::size_t i = slot_of(t);
+      if (empty(i)) continue;
+      const int64_t first = step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step);
+      if (first <= step) kept.push_back(slots_[i]);
+    }
+    const std::size_t gone = count_ - kept.size();
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    ring_.clear();
+    head_ = count_ = 0;
+    for (const Slot& k : kept) {
+      slots_[slot_of(k.tag)] = k;
+      ring_.push_back(k.tag);
+      ++count_;
+    }
+    return gone;
+  }
 
   // The step `h` was first seen at and false when it is known; else remembers (h, step) and returns
   // (step, true).

@@ -48,6 +48,7 @@ struct RankClock {
   }
 
   int64_t last_step = 0, step_records = 0, since_start = 0;  // since_start: step records since a (re)start
+  double first_step_s = std::nan("");  // the (re)start to its first step record: how long a step took at most
   double last_step_t = std::nan(""), first_t = std::nan(""), latest_t = std::nan("");
   Ring step_iv{64}, hb_iv{32};
   double last_hb_t = std::nan(""), pause_t = std::nan("");
@@ -91,6 +92,7 @@ struct RankClock {
   // opt_step) advanced: 1 for a new step.
   int on_step(const Record& r) {
     const bool has_t = std::isfinite(r.t);
+    if (has_t && since_start == 0 && std::isfinite(reference())) first_step_s = r.t - reference();
     if (has_t && std::isfinite(last_step_t) && r.t > last_step_t) step_iv.push(r.t - last_step_t);
     if (step_records > 0 && r.step == stale_step) {
       const bool t_known = has_t && std::isfinite(prev_t), opt_known = r.opt_step && prev_opt;

@@ -5,10 +5,14 @@
 //   events, `error` events; and the logged `step` (and `opt_step`) of consecutive step records.
 // Window: per rank, the median of its last 64 step-to-step intervals and of its last 32 heartbeat
 //   spacings (default heartbeat interval 0.5 s until two heartbeats are seen).
-// Warm-up: until a rank has 4 step intervals (5 step records), and for the first step after every
-//   (re)start (run_start / stop_for_restart / resume / checkpoint_load, or a heartbeat after a gap
-//   of > max(2 s, 4 intervals): the watchdog itself was gone), the step deadline is a fixed 10 s.
-//   A heartbeat without a phase also gets the 10 s bound (a pause cannot be told from a hang).
+// Warm-up (how long a step may take, docs/DESIGN.md §2): the first step after every (re)start
+//   (run_start / stop_for_restart / resume / checkpoint_load, or a heartbeat after a gap of
+//   > max(2 s, 4 intervals): the watchdog itself was gone) may take kFirstStepAllowanceS (120 s,
+//   core/protocol.h: loading, compiling, the first collectives; a large model's step takes tens of
+//   seconds from the start). From the first step on, until a rank has 4 step intervals (5 step
+//   records), its deadline is max(10 s, 3 * the longest step it has shown + heartbeat_interval), the
+//   first step's own duration included: a job whose steps are slow from the start is judged by them.
+//   A heartbeat without a phase gets at least the 10 s bound (a pause cannot be told from a hang).
 // Thresholds:
 //   hang: a heartbeat of rank r at t > ref + max(2 s, 3 * median_step + heartbeat_interval), ref = r's last
 //     step record or the end of its last pause, whichever is later. Three typical steps plus one
@@ -52,6 +56,7 @@
 
 #include <fmt/ranges.h>
 
+#include "core/protocol.h"
 #include "detectors/rank_clock.h"
 #include "detectors/rank_gate.h"
 #include "detectors/registry.h"
@@ -60,7 +65,7 @@ namespace flatline {
 namespace {
 using namespace detail;
 
-constexpr double kFallbackBound = 10.0;  // s: deadline before the median is known
+constexpr double kFallbackBound = 10.0;  // s: the least deadline before the median is known
 constexpr size_t kMinIntervals = 4;      // 5 step records
 constexpr double kSlackSteps = 3.0;      // typical steps of slack
 // s: the shortest stall called a hang, whatever the step time. A healthy rank of a fast model on a shared
@@ -207,24 +212,33 @@ class RunNotAlive final : public BlockDetector<RunNotAlive> {
   void check_deadline(const Record& r, RankClock& s, uint8_t phase) {
     if (s.stall_reported) return;
     const double ref = s.reference();
-    const bool warm = s.step_iv.size() >= kMinIntervals && s.since_start >= 1;
+    const bool first = s.since_start == 0;  // no step yet since the (re)start
+    const bool warm = s.step_iv.size() >= kMinIntervals && !first;
     // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier
     // heartbeat cannot be late; the medians are computed only for heartbeats past it.
-    const double lower = warm ? std::max(kMinStallS, kSlackSteps * s.step_iv.min() +
-                                                         (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat))
-                              : kFallbackBound;
+    const double lower = first  ? kFirstStepAllowanceS
+                         : warm ? std::max(kMinStallS, kSlackSteps * s.step_iv.min() +
+                                                           (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat))
+                                : kFallbackBound;
     if (!(r.t > ref + lower)) return;
     const double med = s.step_iv.median();
-    // Without a phase a pause cannot be told from a hang: only the start-up bound is safe.
-    const double bound = std::max(warm ? std::max(kMinStallS, kSlackSteps * med + s.heartbeat_interval()) : kFallbackBound,
-                                  training_phase(phase) ? 0.0 : kFallbackBound);
+    // Before the median: the longest step this rank has shown, its first (from the start) included.
+    double longest = finite(s.first_step_s) ? s.first_step_s : 0;
+    if (s.step_iv.size()) longest = std::max(longest, s.step_iv.max());
+    const double warming = std::max(kFallbackBound, kSlackSteps * longest + s.heartbeat_interval());
+    const double by_steps = first ? kFirstStepAllowanceS
+                            : warm ? std::max(kMinStallS, kSlackSteps * med + s.heartbeat_interval())
+                                   : warming;
+    // Without a phase a pause cannot be told from a hang: never less than the start-up bound.
+    const double bound = std::max(by_steps, training_phase(phase) ? 0.0 : kFallbackBound);
     if (!(r.t > ref + bound)) return;
     s.stall_reported = true;
     const double since = r.t - (finite(s.last_step_t) ? s.last_step_t : ref);
     std::string line = s.step_records ? fmt::format("no step for {} after step {}", secs(since), s.last_step)
                                       : fmt::format("no step for {} since start", secs(since));
-    line += warm ? fmt::format(" (median step {})", secs(med))
-                 : fmt::format(" (start-up bound {})", secs(kFallbackBound));
+    line += first  ? fmt::format(" (a first step's allowance {})", secs(kFirstStepAllowanceS))
+            : warm ? fmt::format(" (median step {})", secs(med))
+                   : fmt::format(" (3 x the longest step so far, {}, and a heartbeat)", secs(longest));
     offer(r.rank, r.t, finding(s, r.t, 0.9, line), Kind::hang);
   }
 

@@ -52,6 +52,7 @@ class Ring {
     }
     return min_;
   }
+  double max() const { return v_.empty() ? std::nan("") : *std::max_element(v_.begin(), v_.end()); }
   double median() const {
     if (v_.empty()) return std::nan("");
     scratch_.assign(v_.begin(), v_.end());

@@ -34,6 +34,7 @@ struct StepActions {
   bool zero_grads = false;     // zero this rank's gradient buffer before the all-reduce
   bool skip_backward = false;  // do not run backward; contribute zero gradients
   double block_s = 0;          // block this long before the all-reduce (a hang)
+  double data_block_s = 0;     // block this long fetching the batch, heartbeats going on (a stalled loader)
   bool freeze_logging = false; // log the step and loss of the last step logged before the fault
   bool inject_inf = false;     // one activation emits inf (fp16 overflow in the backward)
   double max_loss_scale = std::numeric_limits<double>::infinity();  // clamp the dynamic loss scale

@@ -626,6 +626,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       // ---- data ---------------------------------------------------------------------------------
       watchdog.set(step, "data");
       plan.apply(Hook::before_forward, act);
+      if (act.data_block_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(act.data_block_s));  // a stalled loader
       const auto replaced = RunPlan::replaced_batch(act);
       std::vector<int64_t> ids = replaced ? sampler.at(*replaced) : sampler.next();
       pr.sampler = sampler.state();

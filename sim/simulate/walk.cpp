@@ -85,9 +85,26 @@ SimResult Walk::run() {
   for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name));
   for (int64_t s = 1; s <= sc_.steps; ++s) {
     actions(s);
+    // Every rank blocked fetching its batch past the launcher's progress watchdog: stopped by it.
+    bool all_stalled = world_ > 0;
+    for (int r = 0; r < world_ && all_stalled; ++r) all_stalled = act(r).data_block_s > 0;
+    if (all_stalled) {
+      double least = std::numeric_limits<double>::infinity();
+      for (int r = 0; r < world_; ++r) least = std::min(least, act(r).data_block_s);
+      const double step_s = (kDataMs + compute_ms_ + comm_ms_) / 1000;
+      const double bound = progress_bound_s(s > 1, step_s, hb_s_, sc_.collective_timeout_s);
+      if (least > bound) {
+        stall(s, bound);
+        flush();
+        sink_.end(t_);
+        res_.t_end = t_;
+        for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
+        return res_;
+      }
+    }
     int hung = -1;
     for (int r = 0; r < world_ && hung < 0; ++r)
-      if (act(r).block_s >= sc_.collective_timeout_s) hung = r;
+      if (act(r).block_s + act(r).data_block_s >= sc_.collective_timeout_s) hung = r;
     if (hung >= 0) {
       hang(s, hung);
       flush();
@@ -162,6 +179,7 @@ void Walk::step(int64_t s) {
     double c = compute_ms_ * (1 + 0.02 * gauss(draw(k_compute, r))) * (1 + a.slowdown);
     if (a.skip_backward) c *= 0.35;  // forward only
     if (a.block_s > 0) c += a.block_s * 1000;  // shorter than the collective timeout: a late arrival
+    if (a.data_block_s > 0) c += a.data_block_s * 1000;  // likewise, fetching the batch
     compute_[r] = c;
     cmax_ = std::max(cmax_, c);
     if (RunPlan::contributes_zeros(a)) ++zeroed;
@@ -264,7 +282,8 @@ void Walk::hang(int64_t s, int hung) {
   double first_err = std::numeric_limits<double>::infinity();
   for (int r = 0; r < world_; ++r)
     if (r != hung) first_err = std::min(first_err, t_ + (kDataMs + compute_[r]) / 1000 + sc_.collective_timeout_s);
-  const double t_kill = std::min(t_ + (kDataMs + compute_[hung]) / 1000 + act(hung).block_s, first_err + kKillGraceS);
+  const double t_kill = std::min(t_ + (kDataMs + compute_[hung]) / 1000 + act(hung).block_s + act(hung).data_block_s,
+                                 first_err + kKillGraceS);
   compute_[hung] = cmax_ = std::numeric_limits<double>::infinity();  // never arrives; the others wait
   std::vector<char> failed(world_, 0);
   for (double tau = t_ + hb_s_; tau < t_kill + hb_s_; tau += hb_s_) {  // time slices: ranks interleave
@@ -284,6 +303,26 @@ void Walk::hang(int64_t s, int hung) {
   t_ = t_kill;
   res_.failed = true;
   res_.error = fmt::format("rank {} hung before the all-reduce of step {}; the others timed out", hung, s);
+}
+
+// Every rank blocked fetching the batch of step s (a stalled loader): their heartbeats go on in phase
+// "data", no collective is reached, so nothing times out; the launcher's progress watchdog stops every
+// rank `bound` after the last step record (core/protocol.h progress_bound_s), and appends each one's
+// `stopped` event, as the harness does.
+void Walk::stall(int64_t s, double bound) {
+  const double t_kill = t_ + bound;
+  for (int r = 0; r < world_; ++r)
+    while (next_hb_[r] < t_kill) {
+      heartbeat(r, next_hb_[r], s, "data");
+      next_hb_[r] += hb_s_;
+    }
+  t_ = t_kill;
+  const std::string why = fmt::format("no step from any rank for {:.1f} s while records still arrive: every rank "
+                                      "stopped by the launcher",
+                                      bound);
+  for (int r = 0; r < world_; ++r) event(r, "stopped", s - 1, t_, why);
+  res_.failed = true;
+  res_.error = fmt::format("every rank blocked fetching the batch of step {}; {}", s, why);
 }
 
 void Walk::pause(const char* phase, double seconds, int64_t s) {

@@ -29,6 +29,7 @@ class Walk {
   const StepActions& act(int r) const { return cls_[r] < 0 ? generic_ : targeted_[cls_[r]]; }
   void step(int64_t s);                  // one optimizer step on every rank
   void hang(int64_t s, int hung_rank);   // a block past the collective timeout: the run ends
+  void stall(int64_t s, double bound);
   void pause(const char* phase, double seconds, int64_t s);  // eval / checkpoint: heartbeats only
   void event(int r, const char* name, int64_t s, double t, const std::string& detail = "");
   void beats_until(int r, double until, int64_t s);  // heartbeats of rank r inside the current step

@@ -3,6 +3,7 @@
 // collective-timeout error; the same finding whatever the interleaving of ranks.
 #include <gtest/gtest.h>
 
+#include "core/protocol.h"
 #include "tests/detectors/stream.h"
 
 namespace flatline::testing {
@@ -30,6 +31,8 @@ TEST(RunNotAliveDetector, SilentDuringWarmupWithSlowFirstStep) {
 }
 
 TEST(RunNotAliveDetector, FiresWhenTheFirstStepNeverCompletes) {
+  // The first step's allowance (kFirstStepAllowanceS, 120 s) is longer than this collective timeout: the
+  // peers' timeout error names it, at 15 s.
   Spec sp;
   sp.steps = 40;
   sp.hang_at = 1;  // blocks before the first all-reduce
@@ -38,8 +41,59 @@ TEST(RunNotAliveDetector, FiresWhenTheFirstStepNeverCompletes) {
   ASSERT_TRUE(f);
   EXPECT_EQ(f->detected_step, 1);
   EXPECT_EQ(f->onset_step, 1);
-  EXPECT_GT(f->detected_t, 10.0);  // the start-up bound
-  EXPECT_LE(f->detected_t, 10.6);
+  EXPECT_NEAR(f->detected_t, 15.0, 0.2);
+  EXPECT_NE(f->evidence[0].find("timed out"), std::string::npos) << f->evidence[0];
+}
+
+// No error ever comes (a first step that blocks past any timeout): the heartbeats name it once the
+// first step's allowance has passed, not before.
+TEST(RunNotAliveDetector, AFirstStepPastItsAllowanceIsAHang) {
+  Spec sp;
+  sp.steps = 40;
+  sp.hang_at = 1;
+  sp.hang_timeout_s = 400;
+  auto f = run_finding(kCause, sp, Order::by_time, 2);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->detected_step, 1);
+  EXPECT_GT(f->detected_t, kFirstStepAllowanceS);
+  EXPECT_LE(f->detected_t, kFirstStepAllowanceS + 1.0);
+  EXPECT_NE(f->evidence[0].find("first step's allowance"), std::string::npos) << f->evidence[0];
+}
+
+// Steps slow from the start (a large model: 12 s and more, the first 30 s) are no hang, at any point of
+// the warm-up; and a hang among them is named by their own length: 3 steps and a heartbeat, not the
+// 10 s a fast run gets.
+TEST(RunNotAliveDetector, StepsSlowFromTheStartAreNoHangAndAHangAmongThemIsJudgedByThem) {
+  for (double step_s : {12.0, 45.0}) {
+    Spec sp;
+    sp.steps = 12;
+    sp.step_s = step_s;
+    sp.first_step_s = 2.5 * step_s;
+    auto d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+    EXPECT_FALSE(d->finding()) << step_s << " s steps: " << d->finding()->evidence[0];
+    sp.hang_at = 8;  // warm by then: 3 medians + a heartbeat
+    sp.hang_timeout_s = 10 * step_s;
+    auto f = run_finding(kCause, sp, Order::by_time, 2);
+    ASSERT_TRUE(f) << step_s;
+    EXPECT_EQ(f->detected_step, 8);
+    const double stalled_from = step_t(generate(sp), 0, 7);
+    EXPECT_GT(f->detected_t - stalled_from, 3 * step_s * 0.9) << step_s;
+    EXPECT_LT(f->detected_t - stalled_from, 3 * step_s * 1.1 + 1.0) << step_s;
+  }
+  // before the median: the longest step shown sets the bound (the second step hangs)
+  Spec sp;
+  sp.steps = 12;
+  sp.step_s = 12;
+  sp.first_step_s = 20;
+  sp.hang_at = 2;
+  sp.hang_timeout_s = 300;
+  auto f = run_finding(kCause, sp, Order::by_time, 2);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->detected_step, 2);
+  const double stalled_from = step_t(generate(sp), 0, 1);
+  EXPECT_GT(f->detected_t - stalled_from, 3 * 20.0);         // 3 x the first step (20 s, start-up included)
+  EXPECT_LT(f->detected_t - stalled_from, 3 * 20.0 + 1.0);  // and a heartbeat
+  EXPECT_NE(f->evidence[0].find("longest step so far"), std::string::npos) << f->evidence[0];
 }
 
 // --- 2. healthy noise and look-alikes -------------------------------------------------------------

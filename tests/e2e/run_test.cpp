@@ -103,6 +103,49 @@ expect: {cause: run_not_alive, within_steps: 2}
   EXPECT_TRUE(error_event);
 }
 
+// Every rank blocked reading its data, heartbeats going on (a stalled file system): no collective times
+// out, so only the launcher's progress watchdog (core/protocol.h progress_bound_s) can end it. It does,
+// at its bound (here stall_bound_s's 5 s floor: ten 30 ms steps and the 3 s collective timeout are less),
+// after run_not_alive named it; the run met its expectation (exit 0: the failure is the fault's);
+// every completed step is on disk, each rank's stream ends with the launcher's `stopped`, no process left.
+TEST(EndToEnd, EveryRankStalledReadingDataWhileBeatingIsEndedByTheProgressWatchdog) {
+  const std::string d = scratch();
+  const std::string yaml = std::string("name: e2e-data-stall\n") + kBase + R"(steps: 100000
+collective_timeout_s: 3
+schedule: {kind: constant}
+faults:
+  - {kind: run_not_alive, at: 20, target: {rank: all}, params: {mode: data_stall}}
+expect: {cause: run_not_alive, within_steps: 2}
+)";
+  const std::string run_dir = d + "/runs/e2e-data-stall";
+  Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_LT(r.seconds, 60) << r.out;
+  EXPECT_NE(r.out.find("[watchdog] no step from any rank for"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bound 5 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("diagnosis: run_not_alive"), std::string::npos) << r.out;
+  const auto m = flatline::read_manifest(run_dir + "/manifest.json");
+  EXPECT_EQ(m.status, "failed");
+  EXPECT_NE(m.error.find("no step from any rank"), std::string::npos) << m.error;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto recs = flatline::read_jsonl(run_dir + "/telemetry/rank-" + std::to_string(rank) + ".jsonl", nullptr);
+    int64_t last_step = 0, data_beats = 0;
+    double last_step_t = 0, stopped_t = 0;
+    for (const auto& rec : recs) {
+      if (rec.kind == flatline::RecordKind::step) last_step = std::max(last_step, rec.step), last_step_t = rec.t;
+      if (rec.kind == flatline::RecordKind::heartbeat && rec.phase == "data" && rec.step == 20) ++data_beats;
+      if (rec.kind == flatline::RecordKind::event && rec.name == "stopped") stopped_t = rec.t;
+    }
+    EXPECT_EQ(last_step, 19) << rank;
+    EXPECT_GT(data_beats, 5) << rank;  // beating all along, in phase "data"
+    ASSERT_GT(stopped_t, 0) << rank;
+    EXPECT_EQ(recs.back().name, "stopped") << rank;
+    EXPECT_GT(stopped_t - last_step_t, 5.0) << rank;        // not before the bound...
+    EXPECT_LT(stopped_t - last_step_t, 5.0 + 3.0) << rank;  // ...and within a few polls of it
+  }
+  expect_no_process_left(run_dir);
+}
+
 TEST(EndToEnd, BadScenarioNamesFileLineAndKey) {
   const std::string d = scratch();
   const std::string path = write(d, "bad.yaml", std::string("name: bad\n") + kBase + "steps: 10\nbogus_key: 1\nexpect: {cause: healthy}\n");
