@@ -10,7 +10,8 @@
 // live job's logs as they grow (readers/follow.h: appended lines, files rewritten at each save,
 // rotation and truncation, files that appear later, a path that does not exist yet), printing each
 // finding the moment its detector fires ("[step N] FINDING cause ..."), until interrupted (SIGINT,
-// SIGTERM) or --for seconds have passed; then the diagnosis. --exit-on-cause stops at the first
+// SIGTERM, SIGHUP) or --for seconds have passed; then the diagnosis. A path that is not there, a file
+// that goes or one that is not a regular file is a warning, said once. --exit-on-cause stops at the first
 // checklist cause with exit status 3, for a job's own watchdog. Exit status: 0, 3 (a cause, with
 // --exit-on-cause), 2 (a bad option).
 #include <atomic>
@@ -22,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "core/printable.h"
 #include "readers/follow.h"
 #include "readers/replay.h"
 
@@ -49,7 +51,7 @@ int diagnose(const Args& a) {
   try {
     LogStream log(a.path, parse_log_format(a.format));
     Diagnosis d = replay(log);
-    for (const auto& w : log.warnings()) std::cerr << "warning: " << w << "\n";
+    for (const auto& w : log.warnings()) std::cerr << "warning: " << printable(w) << "\n";
     if (!a.json)
       std::cout << "read " << log.records() << " records (" << log.format() << ") from " << log.files().size()
                 << " file(s)\n";
@@ -69,8 +71,8 @@ int follow(const Args& a) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  // SIGHUP too (a closed terminal, an ssh session gone): every stop ends with the diagnosis so far.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
   std::cout << fmt::format("following {} (every {} s){}\n", a.path, a.poll_s,
                            a.exit_on_cause ? ", exiting on the first checklist cause" : "")
             << std::flush;
@@ -105,7 +107,7 @@ int follow(const Args& a) {
   std::vector<Record> recs;
   for (;;) {
     f->poll(recs);
-    for (const auto& w : f->take_warnings()) std::cerr << "warning: " << w << "\n";
+    for (const auto& w : f->take_warnings()) std::cerr << "warning: " << printable(w) << "\n";
     if (f->files().size() != files) {
       files = f->files().size();
       std::cout << fmt::format("reading {} file(s) ({})\n", files, f->format()) << std::flush;
@@ -117,7 +119,7 @@ int follow(const Args& a) {
   }
   if (!(a.exit_on_cause && cause)) {  // stopping: what the parsers still hold
     f->finish(recs);
-    for (const auto& w : f->take_warnings()) std::cerr << "warning: " << w << "\n";
+    for (const auto& w : f->take_warnings()) std::cerr << "warning: " << printable(w) << "\n";
     feed(recs);
   }
   if (!tri) {

@@ -44,8 +44,12 @@ int run_export(const Args& a) {
     for (const auto& r : log.records)
       if (r.rank == 0) sink.write(r), ++n;
     for (const auto& e : sink.errors()) std::cerr << "error: " << e << "\n";
+    if (!sink.errors().empty()) {  // never "wrote" after its own write errors
+      std::cerr << fmt::format("error: {}/formats/ is incomplete ({} write error(s) above)\n", a.out, sink.errors().size());
+      return 1;
+    }
     std::cout << fmt::format("wrote {} from {} rank-0 records into {}/formats/\n", a.formats, n, a.out);
-    return sink.errors().empty() ? 0 : 1;
+    return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -8,6 +8,8 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "core/atomic_file.h"
+#include "core/printable.h"
 #include "report/html.h"
 
 namespace flatline::cli {
@@ -24,19 +26,17 @@ int report(const Args& a) {
     const bool suite = dirs.size() > 1 || dirs.front() != a.dir;
     for (const auto& d : dirs) {
       runs.push_back(load_run(d));
-      for (const auto& w : runs.back().warnings) std::cerr << "warning: " << w << "\n";
+      for (const auto& w : runs.back().warnings) std::cerr << "warning: " << printable(w) << "\n";
     }
     const std::string title = suite ? fmt::format("flatline report: suite {} ({} runs)", a.dir, runs.size())
                                     : fmt::format("flatline report: {}", runs.front().name);
     const std::string page = html_report(runs, title, suite);
     const std::string out = a.html.empty() ? a.dir + "/report.html" : a.html;
-    std::ofstream f(out);
-    f << page;
-    if (!f.flush()) throw std::runtime_error("cannot write " + out);
+    write_file_atomic(out, page, "the report");  // whole or not at all: a full disk leaves no half page
     std::cout << fmt::format("wrote {} ({} run(s), {} plots)\n", out, runs.size(), runs.size() * kReportPlots);
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "flatline report: " << e.what() << "\n";
+    std::cerr << "flatline report: " << printable(e.what()) << "\n";
     return 2;
   }
 }

@@ -69,6 +69,20 @@ struct Input {
 
 bool is_run_dir(const fs::path& p) { return fs::is_regular_file(p / "manifest.json") && fs::is_directory(p / "telemetry"); }
 
+// A recorded run is untrusted input (docs/DESIGN.md §9): its manifest is read and checked, and each of
+// its telemetry files opened as input (a link, a FIFO, a device, a sparse file refused), before anything
+// is scored: a tampered run is a corpus error (exit 2), never a half-scored suite. Throws CorpusError.
+void check_recorded(const std::string& run) {
+  try {
+    (void)read_manifest(run + "/manifest.json");
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(run + "/telemetry", ec))
+      ::close(open_input(e.path().string(), kMaxLogFileBytes, "a telemetry file"));
+  } catch (const InputError& e) {
+    throw CorpusError(e.what());
+  }
+}
+
 std::vector<Input> collect(const std::vector<std::string>& args, std::vector<CorpusRun>& verified) {
   std::vector<Input> out;
   if (args.empty()) {
@@ -196,8 +210,10 @@ int score(const Args& a) {
   std::vector<Input> ins;
   try {
     ins = collect(a.inputs, hashed);
+    for (const auto& in : ins)
+      if (!in.recorded.empty()) check_recorded(in.recorded);
   } catch (const CorpusError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
   if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");

@@ -602,6 +602,13 @@ void DetectorFeed::pump(double run_t, int timeout_ms) {
   impl_->pump_once(run_t);
 }
 
+bool DetectorFeed::stopped() const {
+  if (impl_->stopping_since == 0) return false;
+  for (const auto& d : impl_->dets)
+    if (!d.done) return false;
+  return true;
+}
+
 bool DetectorFeed::drained() const {
   for (const auto& d : impl_->dets)
     if (!d.done && !d.input_closed && d.consumed < impl_->recs.size()) return false;
@@ -663,10 +670,11 @@ std::vector<ExternalOutcome> feed_recorded(const std::vector<Record>& records,
   const double start = wall_now();
   auto clock = [&] { return t0 + (wall_now() - start) * speed; };
   for (const auto& r : records) {
-    while (std::isfinite(r.t) && clock() < r.t) {
+    while (std::isfinite(r.t) && clock() < r.t && !f.stopped()) {
       const double wait_ms = (r.t - clock()) / speed * 1000;
       f.pump(clock(), static_cast<int>(std::clamp(wait_ms, 0.0, 10.0)));
     }
+    if (f.stopped()) break;  // a stop ended every detector: the rest of the run is not fed
     f.push(r);
     f.pump(clock(), 0);
   }

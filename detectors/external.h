@@ -143,6 +143,8 @@ class DetectorFeed {
   void pump(double run_t, int timeout_ms);
   // unpaced: every detector has read every record pushed (or is done with its input).
   bool drained() const;
+  // A stop (FeedOptions::interrupted) has ended every detector.
+  bool stopped() const;
   // End of the stream: releases what is held, writes it, closes every stdin, waits (at most exit_s)
   // for every detector to exit, and returns one outcome per detector, in the order given.
   std::vector<ExternalOutcome> finish(double run_t);

@@ -35,8 +35,9 @@
 //       consecutive records: only a scaler backing off overflow after overflow gets there; onset =
 //       the first record of that decline.
 //   onset_step = the first step of the streak (a, c) / of the low-scale stretch (b, f).
-//   fp32/bf16 runs (loss_scale absent or always 1, and no overflow) pass as "not fp16"; bf16's
-//   "loss scale: 1.0" never overflows, so (c) cannot fire on it.
+//   fp32/bf16 runs (loss_scale always 1, or absent with overflow/skipped flags logged and never set)
+//   pass as "not fp16"; bf16's "loss scale: 1.0" never overflows, so (c) cannot fire on it. A log
+//   with neither the scale nor the flags (an HF trainer_state.json) cannot run: nothing says fp16.
 // False-positive guards: the initial scale search (above); a single overflow after a growth step;
 //   the re-search when gradients grow during warmup (a streak of 6 from a scale of 2^22, seen with
 //   Megatron's 2^32 initial scale: every overflow explained by scale x grad_norm); fp32 runs.
@@ -99,16 +100,21 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
               fmt::format("fp16: loss scale {} at step {}; {} skipped step(s), initial scale search {} step(s)",
                           scale(s.scale), s.last_step, s.skipped_total, s.initial_search)};
     }
-    bool scale_logged = false;
-    for (const auto& [rank, s] : ranks_) scale_logged |= s.scale_logged;
-    return {cause(), CheckState::pass, scale_logged ? "not fp16 (loss scale 1, no overflow)"
-                                                    : "not fp16 (no loss_scale or overflow logged)"};
+    bool scale_logged = false, flags_logged = false;
+    for (const auto& [rank, s] : ranks_) scale_logged |= s.scale_logged, flags_logged |= s.flags_logged;
+    // Nothing logged of the scaler (an HF trainer_state.json): whether it is fp16 is not known, so the
+    // check has not run; a pass would claim what no record says.
+    if (!scale_logged && !flags_logged)
+      return {cause(), CheckState::cannot_run,
+              "missing loss_scale: log the loss scale (GradScaler.get_scale()) and skipped/overflow steps"};
+    return {cause(), CheckState::pass,
+            scale_logged ? "not fp16 (loss scale 1, no overflow)" : "not fp16 (no overflow; loss_scale not logged)"};
   }
 
  private:
   struct Rank {
     int64_t ordinal = 0, last_step = -1, skipped_total = 0, initial_search = 0;
-    bool fp16 = false, scale_logged = false, applied_seen = false;
+    bool fp16 = false, scale_logged = false, flags_logged = false, applied_seen = false;
     double scale = 1;
     // (a) skip streak
     int streak = 0, unexplained = 0;
@@ -146,6 +152,7 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
       s.scale = *r.loss_scale;
       if (s.scale != 1) s.fp16 = true;
     }
+    if (r.overflow || r.skipped) s.flags_logged = true;
     const bool overflow = r.overflow.value_or(r.skipped.value_or(false));
     const bool bad = overflow || r.skipped.value_or(false);
     if (overflow) s.fp16 = true;

@@ -120,10 +120,13 @@ std::vector<std::string> files_matching(const std::string& dir, const std::vecto
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     // Not only regular files: a FIFO, a device or a link that matches is listed, so that reading it is
     // refused with its reason (core/input_file.h) instead of the run being read without it.
-    if (fs::is_directory(e.symlink_status(ec))) continue;
+    // A directory is listed only under a file's name ("rank-0.jsonl", "train.log": a glob with an
+    // extension), where a log was expected and a directory found is said so; other directories (a
+    // TensorBoard run's, "*tfevents*") are walked by the readers that want them.
+    const bool dir = fs::is_directory(e.symlink_status(ec));
     const std::string n = e.path().filename().string();
     for (const auto& g : globs)
-      if (glob_match(g, n)) {
+      if ((!dir || g.find('.') != std::string::npos) && glob_match(g, n)) {
         out.push_back(e.path().string());
         break;
       }
@@ -400,6 +403,14 @@ LogData read_log(const std::string& path, const std::string& format) {
     }
     if (per_file.empty()) continue;
     d.warnings.insert(d.warnings.begin(), refused.begin(), refused.end());
+    // A directory holding logs of more than one format: one is read, and the others are named, not
+    // passed over in silence.
+    for (const Layout& other : ls)
+      if (&other != &l && other.reader && other.reader->name != d.format)
+        d.warnings.push_back(fmt::format("{}: also holds {} log(s) ({}{}): not read; --format {} reads them instead", path,
+                                         other.reader->name, fs::path(other.files.front()).filename().string(),
+                                         other.files.size() > 1 ? fmt::format(" and {} more", other.files.size() - 1) : "",
+                                         other.reader->name));
     assemble(d, per_file);
     return d;
   }

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <string>
 
+#include "core/printable.h"
 #include "detectors/causes.h"
 #include "report/checklist_walk.h"
 #include "report/drill.h"
@@ -78,17 +79,45 @@ std::string Drill::summary() {
   return out;
 }
 
+namespace {
+// One command line, at most kMaxDrillLineBytes kept: the rest of a longer line is read and dropped, never
+// held (a 200 MB line from a pipe was held whole and echoed). False at the end of the input.
+constexpr size_t kMaxDrillLineBytes = 4096;
+bool read_command(std::istream& in, std::string& cmd, size_t& dropped) {
+  cmd.clear();
+  dropped = 0;
+  std::streambuf* b = in.rdbuf();
+  for (;;) {
+    const int c = b->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return !cmd.empty() || dropped > 0;
+    }
+    if (c == '\n') return true;
+    if (cmd.size() < kMaxDrillLineBytes) cmd += static_cast<char>(c);
+    else ++dropped;
+  }
+}
+}  // namespace
+
 int run_drill(Drill& d, std::istream& in, std::ostream& out, bool echo) {
   out << d.intro() << std::flush;
   std::string cmd;
+  size_t dropped = 0;
   while (!d.done()) {
     out << "\ndrill> " << std::flush;
-    if (!std::getline(in, cmd)) {
+    if (!read_command(in, cmd, dropped)) {
       out << "\n(end of input)\n";
       d.finish();
       break;
     }
-    if (echo) out << cmd << "\n";
+    if (dropped) {
+      out << fmt::format("(a line of {} bytes: a command is at most {}; ignored)\n", cmd.size() + dropped,
+                         kMaxDrillLineBytes)
+          << std::flush;
+      continue;
+    }
+    if (echo) out << printable(cmd, /*keep_newlines=*/false) << "\n";
     out << d.handle(cmd) << std::flush;
   }
   if (!d.detectors_ready()) out << "(the detectors are still reading the run; the summary follows)\n" << std::flush;

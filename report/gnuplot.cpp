@@ -17,12 +17,14 @@ namespace flatline {
 namespace {
 namespace fs = std::filesystem;
 
-// A gnuplot single-quoted string: '' is the only escape.
+// A gnuplot single-quoted string: '' is the only escape, and no command substitution (backquotes) or
+// macro expansion happens inside one. A control character (a newline, a carriage return: a new
+// command) is dropped: a title made from a run's name never ends the string's line.
 std::string q(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
     if (c == '\'') out += '\'';
-    if (c != '\n') out += c;
+    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) out += c;
   }
   return out + "'";
 }

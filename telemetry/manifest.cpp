@@ -93,10 +93,12 @@ Manifest read_manifest(const std::string& path) {
   check_path_component(m.scenario, "bad manifest field 'scenario'", path);
   m.source = field<std::string>(j, "source", "", "", path);
   m.seed = field<uint64_t>(j, "seed", 0, "", path);
-  m.world_size = field<int>(j, "world_size", 1, "", path);
-  if (m.world_size < 1 || m.world_size > kMaxWorldSize)
-    throw ManifestError(path + ": bad manifest field 'world_size': " + std::to_string(m.world_size) + " (expected 1.." +
+  // read wide, then bounded: a 2^32 + 2 read as int would wrap to 2
+  const int64_t world_size = field<int64_t>(j, "world_size", 1, "", path);
+  if (world_size < 1 || world_size > kMaxWorldSize)
+    throw ManifestError(path + ": bad manifest field 'world_size': " + std::to_string(world_size) + " (expected 1.." +
                         std::to_string(kMaxWorldSize) + ")");
+  m.world_size = static_cast<int>(world_size);
   m.steps = field<int64_t>(j, "steps", 0, "", path);
   if (m.steps < 0 || m.steps > kMaxSteps)
     throw ManifestError(path + ": bad manifest field 'steps': " + std::to_string(m.steps) + " (expected 0.." +
@@ -105,15 +107,18 @@ Manifest read_manifest(const std::string& path) {
   if (auto e = j.find("expect"); e != j.end() && !e->is_null()) {
     if (!e->is_object()) throw ManifestError(path + ": bad manifest field 'expect': got " + e->dump());
     m.expect_cause = field<std::string>(*e, "cause", "healthy", "expect.", path);
-    m.expect_rank = field<int>(*e, "rank", -1, "expect.", path);
+    const int64_t expect_rank = field<int64_t>(*e, "rank", -1, "expect.", path);
     m.expect_within_steps = field<int64_t>(*e, "within_steps", 5, "expect.", path);
     check_identifier(m.expect_cause, "expect.cause", path, false);
-    if (m.expect_rank < -1 || m.expect_rank >= m.world_size)
-      throw ManifestError(path + ": bad manifest field 'expect.rank': " + std::to_string(m.expect_rank) +
+    if (expect_rank < -1 || expect_rank >= m.world_size)
+      throw ManifestError(path + ": bad manifest field 'expect.rank': " + std::to_string(expect_rank) +
                           " (world size " + std::to_string(m.world_size) + ")");
+    m.expect_rank = static_cast<int>(expect_rank);
   }
   if (auto fs = j.find("faults"); fs != j.end() && !fs->is_null()) {
     if (!fs->is_array()) throw ManifestError(path + ": bad manifest field 'faults': got " + fs->dump());
+    if (fs->size() > 1024)
+      throw ManifestError(path + ": bad manifest field 'faults': " + std::to_string(fs->size()) + " faults (at most 1024)");
     for (size_t i = 0; i < fs->size(); ++i) {
       const json& f = (*fs)[i];
       const std::string where = "faults[" + std::to_string(i) + "].";
@@ -122,7 +127,7 @@ Manifest read_manifest(const std::string& path) {
       mf.kind = required_string(f, "kind", where, path);
       mf.cause = field<std::string>(f, "cause", mf.kind, where, path);
       mf.mode = field<std::string>(f, "mode", "", where, path);
-      mf.rank = field<int>(f, "rank", -1, where, path);
+      const int64_t rank = field<int64_t>(f, "rank", -1, where, path);
       mf.active_from = field<int64_t>(f, "active_from", -1, where, path);
       mf.onset_step = field<int64_t>(f, "onset_step", -1, where, path);
       mf.onset_t = field<double>(f, "onset_t", std::numeric_limits<double>::quiet_NaN(), where, path);
@@ -130,10 +135,10 @@ Manifest read_manifest(const std::string& path) {
       check_identifier(mf.kind, where + "kind", path, false);
       check_identifier(mf.cause, where + "cause", path, true);
       check_identifier(mf.mode, where + "mode", path, true);
-      if (mf.rank < -1 || mf.rank >= m.world_size)
-        throw ManifestError(path + ": bad manifest field '" + where + "rank': " + std::to_string(mf.rank) +
+      if (rank < -1 || rank >= m.world_size)
+        throw ManifestError(path + ": bad manifest field '" + where + "rank': " + std::to_string(rank) +
                             " (world size " + std::to_string(m.world_size) + ")");
-      if (fs->size() > 1024) throw ManifestError(path + ": bad manifest field 'faults': more than 1024");
+      mf.rank = static_cast<int>(rank);
       m.faults.push_back(mf);
     }
   }

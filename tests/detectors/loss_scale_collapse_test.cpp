@@ -95,11 +95,18 @@ TEST(LossScaleCollapseDetector, PassesOnFp32) {
   EXPECT_FALSE(d->finding());
   EXPECT_EQ(d->check().state, CheckState::pass);
   EXPECT_EQ(d->check().detail, "not fp16 (loss scale 1, no overflow)");
+  // The flags without the scale: no overflow is still evidence of no collapse.
   sp.loss_scale = false;
-  sp.mutate = [](Record& r) { r.overflow.reset(), r.skipped.reset(); };
   d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
   EXPECT_EQ(d->check().state, CheckState::pass);
-  EXPECT_EQ(d->check().detail, "not fp16 (no loss_scale or overflow logged)");
+  EXPECT_EQ(d->check().detail, "not fp16 (no overflow; loss_scale not logged)");
+  // Neither: nothing says whether the run is fp16, so the check has not run.
+  sp.mutate = [](Record& r) { r.overflow.reset(), r.skipped.reset(); };
+  d = run_detector(kCause, interleave(generate(sp), Order::by_time), 2);
+  EXPECT_FALSE(d->finding());
+  EXPECT_EQ(d->check().state, CheckState::cannot_run);
+  EXPECT_EQ(d->check().detail,
+            "missing loss_scale: log the loss scale (GradScaler.get_scale()) and skipped/overflow steps");
 }
 
 // --- 3. injected faults ---------------------------------------------------------------------------

@@ -153,7 +153,8 @@ TEST(Triage, MissingFieldsSayWhatToLog) {
       {CheckState::cannot_run, "missing heartbeats and t: log a wall-clock heartbeat from a watchdog thread"},
       {CheckState::cannot_run, "missing lr: log the learning rate per step"},
       {CheckState::cannot_run, "missing batch_hash: log a hash of each batch's sample ids"},
-      {CheckState::pass, "not fp16 (no loss_scale or overflow logged)"},
+      {CheckState::cannot_run,
+       "missing loss_scale: log the loss scale (GradScaler.get_scale()) and skipped/overflow steps"},
       {CheckState::cannot_run, "missing local_grad_norm: log each rank's grad norm before the all-reduce"},
   };
   for (size_t i = 0; i < want.size(); ++i) {
@@ -250,8 +251,9 @@ TEST(Triage, AFlatLossThatNeverDescendedIsUnexplainedWithLnK) {
   EXPECT_EQ(d.evidence[1].substr(0, 39), "loss 1.3863 = ln 4 (1.3863): the model ");
   EXPECT_EQ(d.evidence.back(),
             "could not check: run_not_alive (missing heartbeats and t: log a wall-clock heartbeat from a watchdog "
-            "thread); data_replay (missing batch_hash: log a hash of each batch's sample ids); zero_grad_rank "
-            "(missing local_grad_norm: log each rank's grad norm before the all-reduce)");
+            "thread); data_replay (missing batch_hash: log a hash of each batch's sample ids); loss_scale_collapse "
+            "(missing loss_scale: log the loss scale (GradScaler.get_scale()) and skipped/overflow steps); "
+            "zero_grad_rank (missing local_grad_norm: log each rank's grad norm before the all-reduce)");
   EXPECT_NE(to_text(d).find("diagnosis: unexplained_plateau"), std::string::npos);
   EXPECT_TRUE(d.plateau.never_descended);
   // A level that is no ln K says nothing about classes.
