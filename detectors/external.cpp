@@ -132,7 +132,7 @@ const std::vector<std::string>& alarm_causes() {
   static const std::vector<std::string> c = [] {
     std::vector<std::string> v;
     for (const auto& cause : cause_table())
-      if (cause.kind != CauseKind::verdict) v.push_back(cause.id);
+      if (!is_healthy(cause.id)) v.push_back(cause.id);  // unexplained_plateau too: scored as the built-in's
     return v;
   }();
   return c;

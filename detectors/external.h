@@ -57,8 +57,9 @@ struct ExternalDetectorSpec {
 // "NAME=COMMAND" -> spec. Throws std::invalid_argument saying what is wrong.
 ExternalDetectorSpec parse_detector_spec(const std::string& s);
 
-// The cause ids an alarm may name: every cause of the cause table that is not a verdict
-// (detectors/causes.h), in table order.
+// The cause ids an alarm may name: every cause of the cause table but "healthy" (detectors/causes.h),
+// in table order: the checklist's and the fleet's causes, and the verdict unexplained_plateau (a plateau
+// no check explains), each scored as the built-in suite's same verdict is.
 const std::vector<std::string>& alarm_causes();
 
 struct ExternalAlarm {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -141,6 +142,21 @@ TEST(ExternalDetector, GarbageNamesTheLineAndWhy) {
       << r.error;
   r = one(R"(echo '{"rank":2}'; cat > /dev/null)");
   EXPECT_EQ(r.error, "garbage on stdout line 1: 'rank' must be an integer in [0, 2), got 2");
+  // "healthy" is no alarm: an alarm says something is wrong
+  r = one(R"(echo '{"cause":"healthy"}'; cat > /dev/null)");
+  EXPECT_NE(r.error.find("unknown cause 'healthy' (expected one of: run_not_alive, "), std::string::npos) << r.error;
+}
+
+// Every verdict the built-in suite can give but healthy may be named: unexplained_plateau included.
+TEST(ExternalDetector, MayNameTheUnexplainedPlateauVerdict) {
+  auto r = one(R"(read -r l; echo '{"cause":"unexplained_plateau","evidence":"flat at ln 4"}'; cat > /dev/null)");
+  EXPECT_EQ(r.error, "");
+  ASSERT_EQ(r.alarms.size(), 1u);
+  EXPECT_EQ(r.alarms[0].cause, "unexplained_plateau");
+  EXPECT_EQ(r.alarms[0].step, 1);  // stamped with the one record it had read
+  const auto& c = alarm_causes();
+  EXPECT_NE(std::find(c.begin(), c.end(), "unexplained_plateau"), c.end());
+  EXPECT_EQ(std::find(c.begin(), c.end(), "healthy"), c.end());
 }
 
 TEST(ExternalDetector, FloodIsStoppedInBoundedTime) {

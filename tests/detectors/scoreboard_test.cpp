@@ -241,3 +241,30 @@ TEST(Scoreboard, ConfirmationsAreRightWhenTheyConfirmExactlyTheTrueDiagnoses) {
 
 }  // namespace
 }  // namespace flatline
+
+namespace flatline {
+namespace {
+
+// An external unexplained_plateau is scored as the built-in one: a wrong cause (but a detection) on a
+// faulted run, a false alarm on a healthy one.
+TEST(Scoreboard, AnExternalUnexplainedPlateauIsScoredAsTheBuiltinOne) {
+  Diagnosis d;
+  d.cause = "unexplained_plateau";
+  d.detected_step = 160;
+  d.detected_t = 4.0;
+  for (const Manifest& m : {lr_zero_run(), healthy_run("healthy-gpt")}) {
+    const auto builtin = score_builtin_run(m, d);
+    const auto ext = score_external_run(m, outcome("ext", {alarm("unexplained_plateau", 160, 4.0)}));
+    EXPECT_EQ(ext.cause.correct, builtin.cause.correct) << m.scenario;
+    EXPECT_EQ(ext.cause.false_alarm, builtin.cause.false_alarm) << m.scenario;
+    EXPECT_EQ(ext.detected, builtin.detected) << m.scenario;
+    EXPECT_EQ(ext.alarmed, builtin.alarmed) << m.scenario;
+    EXPECT_TRUE(ext.named);
+    EXPECT_EQ(ext.cause.diagnosis.cause, "unexplained_plateau");
+  }
+  EXPECT_TRUE(score_external_run(healthy_run("h"), outcome("ext", {alarm("unexplained_plateau", 10, 1.0)})).cause.false_alarm);
+  EXPECT_FALSE(score_external_run(lr_zero_run(), outcome("ext", {alarm("unexplained_plateau", 160, 4.0)})).cause.correct);
+}
+
+}  // namespace
+}  // namespace flatline
