@@ -34,6 +34,37 @@
 extern char** environ;
 
 namespace flatline {
+
+namespace {
+// The newest step the run's telemetry files hold on disk now: the largest "step" of the last 64 KiB of
+// each rank's file. A rank writes a record's JSONL line before its foreign-format logs get it
+// (telemetry/async_writer.h), so nothing a file watcher can read is newer (docs/DETECTORS.md, "Stamps").
+int64_t newest_step_on_disk(const std::string& run_dir, int world) {
+  int64_t newest = -1;
+  std::string buf(64 << 10, '\0');
+  for (int r = 0; r < world; ++r) {
+    const int fd = ::open(fmt::format("{}/telemetry/rank-{}.jsonl", run_dir, r).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    const off_t end = ::lseek(fd, 0, SEEK_END);
+    const off_t from = std::max<off_t>(0, end - static_cast<off_t>(buf.size()));
+    const ssize_t n = end > 0 ? ::pread(fd, buf.data(), static_cast<size_t>(end - from), from) : 0;
+    ::close(fd);
+    const std::string_view text(buf.data(), n > 0 ? static_cast<size_t>(n) : 0);
+    for (size_t at = text.find("\"step\""); at != std::string_view::npos; at = text.find("\"step\"", at + 6)) {
+      size_t i = at + 6;
+      while (i < text.size() && text[i] == ' ') ++i;
+      if (i >= text.size() || text[i] != ':') continue;  // "kind": "step", not the key
+      ++i;
+      while (i < text.size() && text[i] == ' ') ++i;
+      int64_t v = 0;
+      bool digits = false;
+      for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) v = v * 10 + (text[i] - '0'), digits = true;
+      if (digits && i < text.size()) newest = std::max(newest, v);  // a number cut at the end is not read
+    }
+  }
+  return newest;
+}
+}  // namespace
 namespace fs = std::filesystem;
 
 namespace {
@@ -506,6 +537,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
     fo.env = o.detector_env;
     fo.stderr_dir = o.run_dir + "/detectors";
     fo.interrupted = [] { return launcher_interrupt(); };  // stopped with the ranks, within the design's 5 s
+    fo.newest_step_on_disk = [dir = o.run_dir, world = s.world_size] { return newest_step_on_disk(dir, world); };
     fs::create_directories(fo.stderr_dir);
     detectors = std::make_unique<DetectorFeed>(o.detectors, fo);
     feed.detectors = detectors.get();

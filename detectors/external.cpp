@@ -160,6 +160,10 @@ struct DetectorFeed::Impl {
     std::vector<uint64_t> ends;        // cumulative end offset of each record written
     size_t consumed = 0;               // records read by the detector
     bool input_closed = false, done = false;
+    bool closed_by_us = false;         // stdin closed at the end of its input (not by the detector)
+    size_t shown = 0;                  // records handed to its view of the run (on_release): its files
+    double first_write_at = 0, all_shown_at = 0, term_at = 0;
+    double clock_wall0 = 0, clock_t0 = 0;  // a watcher's clock (unpaced): recorded t clock_t0 at wall clock_wall0
     double progress_at = 0, closed_at = 0, start = 0;
     std::string outbuf, errtail;
     std::vector<std::string> pending;  // complete stdout lines not yet parsed (stamped after consumption is read)
@@ -175,6 +179,53 @@ struct DetectorFeed::Impl {
   std::map<int, double> rank_t;           // live: latest t seen per rank
   double run_t = 0;
   std::set<std::string> causes;
+  bool finishing = false;                 // finish() was called: the input is complete
+
+  // Unpaced: the recorded time a file watcher's view has reached: from the newest record in its files
+  // when it became a watcher (the first record's, if none), on at watcher_speed x the wall clock.
+  double watcher_clock(Det& d) {
+    if (d.clock_wall0 == 0) {
+      d.clock_wall0 = wall_now();
+      d.clock_t0 = 0;
+      for (size_t i = d.shown; i-- > 0;)
+        if (std::isfinite(recs[i].t)) {
+          d.clock_t0 = recs[i].t;
+          break;
+        }
+      if (d.shown == 0)
+        for (const auto& l : recs)
+          if (std::isfinite(l.t)) {
+            d.clock_t0 = l.t;
+            break;
+          }
+    }
+    return d.clock_t0 + (wall_now() - d.clock_wall0) * o.watcher_speed;
+  }
+
+  // Hands records [shown, upto) to detector d's view of the run (a replay's re-enactment).
+  void show(Det& d, size_t upto) {
+    for (; d.shown < upto && d.shown < recs.size(); ++d.shown)
+      if (o.on_release) o.on_release(static_cast<size_t>(&d - dets.data()), reconstruct(d.shown));
+  }
+
+  // A detector that closed its stdin before its end, or has read nothing of it kWatcherAfterS after its
+  // first record was written, reads files: from now on it is fed by time (see kWatcherAfterS).
+  void classify(Det& d, double now) {
+    if (d.res.watcher || !d.res.error.empty()) return;
+    // closed: a write failed with EPIPE, or the pipe says its read end is gone (POLLERR on the write
+    // end), which lock-step sees before it writes again
+    if (!d.input_closed && d.in >= 0 && d.first_write_at > 0) {
+      pollfd p{d.in, 0, 0};
+      if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
+        d.input_closed = true;
+        close_fd(d.in);
+      }
+    }
+    const bool closed_itself = d.input_closed && !d.closed_by_us;
+    const bool never_read = d.consumed == 0 && d.first_write_at > 0 && now - d.first_write_at > kWatcherAfterS &&
+                            d.written > 0;
+    if (closed_itself || never_read) d.res.watcher = true;
+  }
 
   Impl(std::vector<ExternalDetectorSpec> specs, FeedOptions opts) : o(std::move(opts)) {
     causes.insert(alarm_causes().begin(), alarm_causes().end());
@@ -258,7 +309,7 @@ struct DetectorFeed::Impl {
       read_output(d);  // what it wrote before it exited
       read_stderr(d);
       settle(d);
-      if (d.res.error.empty() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+      if (d.res.error.empty() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0) && !d.res.ended_by_harness)
         fail(d, describe_status(st));
       if (d.res.error.empty() && !d.outbuf.empty()) {  // a last line without its newline
         std::string last;
@@ -299,11 +350,23 @@ struct DetectorFeed::Impl {
   }
 
   // --- output -----------------------------------------------------------------------------------
+  // The step and time an alarm is stamped with (docs/DETECTORS.md "Stamps"): never before the newest
+  // data the detector could have seen when it came.
+  //  - live: the newest record released, or the newest step in the run's files on disk, whichever is
+  //    later (every detector may read the files the ranks write, and they run ahead of the feed);
+  //  - replays: its view of the run (re-enacted as fed: a record is in its files before its stdin)
+  //    and the records it read: unpaced, the newer of the two, at that record's time; paced, the newest
+  //    released, at the replay clock.
   void stamp(const Det& d, ExternalAlarm& a) const {
-    if (o.mode == FeedMode::unpaced) {
-      if (d.consumed > 0) {
-        a.step = recs[d.consumed - 1].step;
-        a.t = recs[d.consumed - 1].t;
+    if (o.mode == FeedMode::live) {
+      if (!recs.empty()) a.step = recs.back().step;
+      if (o.newest_step_on_disk) a.step = std::max<int64_t>(a.step, o.newest_step_on_disk());
+      a.t = run_t;
+    } else if (o.mode == FeedMode::unpaced) {
+      const size_t seen = std::max(d.consumed, d.shown);
+      if (seen > 0) {
+        a.step = recs[seen - 1].step;
+        a.t = recs[seen - 1].t;
       }
     } else {
       if (!recs.empty()) a.step = recs.back().step;
@@ -444,7 +507,7 @@ struct DetectorFeed::Impl {
   void write_records(Det& d, size_t upto) {
     while (d.next < upto && !d.input_closed && d.res.error.empty()) {
       const Line& l = recs[d.next];
-      if (d.off == 0 && o.on_release) o.on_release(static_cast<size_t>(&d - dets.data()), reconstruct(d.next));
+      if (d.off == 0) show(d, d.next + 1);  // its files have the record before its stdin does
       const ssize_t n = write_no_sigpipe(d.in, l.text.data() + d.off, l.text.size() - d.off);
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) return;
@@ -452,6 +515,7 @@ struct DetectorFeed::Impl {
         close_fd(d.in);
         return;
       }
+      if (d.written == 0) d.first_write_at = wall_now();
       d.off += static_cast<size_t>(n);
       d.written += static_cast<uint64_t>(n);
       if (d.off == l.text.size()) {
@@ -525,7 +589,22 @@ struct DetectorFeed::Impl {
       const size_t before = d.consumed;
       settle(d);
       progress |= d.consumed != before;
-      if (d.res.error.empty() && o.mode == FeedMode::unpaced) {
+      classify(d, now);
+      if (d.res.error.empty() && d.res.watcher) {
+        // A file watcher: its view of the run grows by time, whatever it reads (unpaced: the recorded
+        // clock x watcher_speed; paced and live: as records are released); stdin gets what the pipe takes.
+        size_t upto = recs.size();
+        if (o.mode == FeedMode::unpaced) {
+          const double clock = watcher_clock(d);
+          upto = d.shown;
+          while (upto < recs.size() && !(recs[upto].t > clock)) ++upto;
+        }
+        progress |= upto != d.shown;
+        show(d, upto);
+        if (!d.input_closed) write_records(d, d.shown);
+        d.progress_at = now;
+        end_watcher(d, now);
+      } else if (d.res.error.empty() && o.mode == FeedMode::unpaced) {
         // Lock-step: the next record only once the last is read and the detector waits again; what it
         // wrote up to that moment is stamped with the records it had read.
         if (!d.input_closed && d.next < recs.size() && d.off == 0 && d.consumed == d.next &&
@@ -543,6 +622,10 @@ struct DetectorFeed::Impl {
       }
       // The stall clock runs only while records wait for it.
       if (d.input_closed || d.consumed >= recs.size()) d.progress_at = now;
+      if (d.res.watcher) {
+        progress |= reap(d, false);
+        continue;  // a watcher is never an error for what it does not read, nor for running at the end
+      }
       if (now - d.progress_at > o.limits.stall_s)
         fail(d, d.consumed == 0
                     ? fmt::format("never read stdin: {} record(s) waiting for {:.0f} s", recs.size() - d.consumed,
@@ -561,6 +644,21 @@ struct DetectorFeed::Impl {
       progress |= reap(d, false);
     }
     return progress;
+  }
+
+  // The end of a watcher, once the input is complete and all of it is in its files: kWatcherSettleS to
+  // read them, SIGTERM, and its tree killed kStopGraceS later. Its alarms until then count.
+  void end_watcher(Det& d, double now) {
+    if (!finishing || d.shown < recs.size() || d.done) return;
+    if (d.all_shown_at == 0) d.all_shown_at = now;
+    if (d.term_at == 0 && now - d.all_shown_at > kWatcherSettleS) {
+      read_output(d);
+      settle(d);
+      d.res.ended_by_harness = true;
+      d.term_at = now;
+      if (d.pid > 0) ::kill(-d.pid, SIGTERM);
+    }
+    if (d.term_at > 0 && now - d.term_at > kStopGraceS) kill_group(d);
   }
 
   void wait_output(int timeout_ms) {
@@ -617,6 +715,7 @@ bool DetectorFeed::drained() const {
 
 std::vector<ExternalOutcome> DetectorFeed::finish(double run_t) {
   Impl& m = *impl_;
+  m.finishing = true;
   m.run_t = run_t;
   m.release_held(true);
   const double t_wall = wall_now();
@@ -631,17 +730,19 @@ std::vector<ExternalOutcome> DetectorFeed::finish(double run_t) {
       // known exactly; one that stops reading meets the stall rule instead of waiting forever)
       const bool all_written = d.next == m.recs.size() && d.off == 0;
       const bool all_read = d.consumed == m.recs.size();
-      if (!d.input_closed && all_written && all_read) {
+      const bool watcher_fed = d.res.watcher && d.shown == m.recs.size();
+      if (!d.input_closed && ((all_written && all_read) || watcher_fed)) {
         m.read_output(d);
         m.settle(d);
         m.close_fd(d.in);
-        d.input_closed = true;
+        d.input_closed = d.closed_by_us = true;
       }
       if (d.input_closed && d.closed_at == 0) d.closed_at = wall_now();
     }
     if (all_done) break;
     if (!progress) {
-      if (m.o.mode == FeedMode::unpaced && spins % 64 != 63) sched_yield();
+      const bool watching = std::any_of(m.dets.begin(), m.dets.end(), [](const auto& d) { return !d.done && d.res.watcher; });
+      if (m.o.mode == FeedMode::unpaced && !watching && spins % 64 != 63) sched_yield();
       else m.wait_output(2);
     }
   }
@@ -654,6 +755,7 @@ std::vector<ExternalOutcome> feed_recorded(const std::vector<Record>& records,
                                            const std::vector<ExternalDetectorSpec>& detectors, FeedOptions o,
                                            double speed) {
   const FeedMode mode = o.mode;
+  if (mode == FeedMode::unpaced) o.watcher_speed = speed;
   DetectorFeed f(detectors, std::move(o));
   if (mode == FeedMode::unpaced) {
     for (const auto& r : records) f.push(r);

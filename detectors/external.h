@@ -81,6 +81,8 @@ struct ExternalOutcome {
   int exit_status = -1;                 // exit code, or 128 + signal (137: killed, by itself or the harness)
   int64_t records_fed = 0;              // records written to its stdin
   int64_t records_read = 0;             // of those, read by the detector
+  bool watcher = false;                 // fed by time as a file watcher (kWatcherAfterS)
+  bool ended_by_harness = false;        // a watcher still running at the end: SIGTERM, its normal end
   double wall_s = 0;
   std::string stderr_tail;              // its last stderr lines
 };
@@ -104,6 +106,13 @@ struct FeedLimits {
 // A stopped run's detectors have this long between SIGTERM and the end of their tree (the design's
 // stop is 5 s in all: ranks and detectors stop side by side).
 constexpr double kStopGraceS = 1.0;
+// A file watcher (docs/DETECTORS.md "Two shapes"): a detector that closed its stdin, or has read
+// nothing of it kWatcherAfterS after its first record was written (a shell that keeps the pipe open
+// while its program closed its own copy, a watcher that never looks at stdin). It is fed by time, never
+// an error for not reading; at the end, once every record is in its files, it has kWatcherSettleS to
+// read them, then SIGTERM, then its tree is killed kStopGraceS later: its normal end, not an error.
+constexpr double kWatcherAfterS = 2.0;
+constexpr double kWatcherSettleS = 1.0;
 
 // Live records are held at most this long for a rank that has not caught up before they are released
 // out of time order (a hung rank still heartbeats every heartbeat_s; its peers must not wait for it).
@@ -127,6 +136,11 @@ struct FeedOptions {
   // and env for all.
   std::vector<std::string> run_dirs;
   std::vector<std::vector<std::pair<std::string, std::string>>> run_envs;
+  // Unpaced replays: a file watcher's re-enactment advances by the recorded clock x this (--speed).
+  double watcher_speed = 1.0;
+  // Live: the newest step the run's files hold now (a file watcher's alarm is stamped with it: what it
+  // could have read, never less); unset: the newest record released.
+  std::function<int64_t()> newest_step_on_disk;
 };
 
 class DetectorFeed {

@@ -20,6 +20,7 @@ std::unique_ptr<FormatWriter> make_megatron_writer(const FormatContext& c);
 std::unique_ptr<FormatWriter> make_deepspeed_writer(const FormatContext& c);
 std::unique_ptr<FormatWriter> make_lightning_writer(const FormatContext& c);
 std::unique_ptr<FormatWriter> make_wandb_writer(const FormatContext& c);
+std::unique_ptr<FormatWriter> make_wandb_run_writer(const FormatContext& c);
 
 namespace {
 struct Kind {
@@ -28,7 +29,8 @@ struct Kind {
 };
 const Kind kKinds[] = {{"tensorboard", make_tensorboard_writer}, {"hf", make_hf_writer},
                        {"megatron", make_megatron_writer},       {"deepspeed", make_deepspeed_writer},
-                       {"lightning", make_lightning_writer},     {"wandb", make_wandb_writer}};
+                       {"lightning", make_lightning_writer},     {"wandb", make_wandb_writer},
+                       {"wandb-run", make_wandb_run_writer}};
 }  // namespace
 
 const std::vector<std::string>& format_kinds() {
@@ -67,7 +69,7 @@ std::vector<std::pair<std::string, std::string>> format_env(const std::string& r
   for (const auto& f : formats) {
     list += (list.empty() ? "" : ",") + f;
     std::string key = "FLATLINE_LOG_";
-    for (char ch : f) key += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    for (char ch : f) key += ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));  // wandb-run: FLATLINE_LOG_WANDB_RUN
     env.emplace_back(key, format_dir(run_dir, f));
   }
   env.emplace_back("FLATLINE_FORMATS", list);

@@ -45,7 +45,7 @@ class FormatWriter {
   virtual void write(const Record& r) = 0;  // every rank-0 record, in order
 };
 
-const std::vector<std::string>& format_kinds();  // tensorboard, hf, megatron, deepspeed, lightning, wandb
+const std::vector<std::string>& format_kinds();  // tensorboard, hf, megatron, deepspeed, lightning, wandb, wandb-run
 bool is_format_name(const std::string& s);
 std::string format_names();                      // "tensorboard|hf|..."
 // Throws std::invalid_argument for an unknown format.

@@ -3,10 +3,13 @@
 // bounded time.
 #include "detectors/external.h"
 
+#include "telemetry/jsonl.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -167,15 +170,105 @@ TEST(ExternalDetector, FloodIsStoppedInBoundedTime) {
   EXPECT_EQ(r.exit_status, 137);  // killed by the harness
 }
 
-TEST(ExternalDetector, NeverReadingStdinIsAnErrorAfterTheStall) {
+// Two shapes (docs/DETECTORS.md): a detector that has read nothing of its stdin kWatcherAfterS after its
+// first record is a file watcher, fed by time and ended by the harness at the end (not an error); one
+// that reads some of it and then keeps it open and full is an error after the stall.
+TEST(ExternalDetector, NeverReadingStdinIsAWatcherAndStoppingHalfWayIsAnError) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = one("sleep 60");
-  const double took = seconds_since(t0);
-  EXPECT_GE(took, 3);
-  EXPECT_LT(took, 10);
-  EXPECT_EQ(r.error, "never read stdin: 120 record(s) waiting for 3 s");
+  EXPECT_LT(seconds_since(t0), 10);
+  EXPECT_EQ(r.error, "");
+  EXPECT_TRUE(r.watcher);
+  EXPECT_TRUE(r.ended_by_harness);
+  EXPECT_EQ(r.exit_status, 128 + SIGTERM);
   r = one("head -n 10 > /dev/null; sleep 60");
+  EXPECT_FALSE(r.watcher);
   EXPECT_EQ(r.error, "stopped reading stdin after 10 of 120 records: nothing read for 3 s");
+}
+
+// A replay re-enacts the run's files for each detector (FeedOptions::on_release); here the records go to
+// one JSONL file per detector, as the re-enactment writes rank files. `watch` alarms on the first line
+// with lr 0 it finds in the file.
+struct Reenacted {
+  std::string dir = (fs::temp_directory_path() / ("flatline-watch-" + std::to_string(std::random_device{}()))).string();
+  Reenacted() { fs::create_directories(dir); }
+  ~Reenacted() { fs::remove_all(dir); }
+  FeedOptions opts(FeedMode mode = FeedMode::unpaced) {
+    FeedOptions o = flatline::opts(mode);
+    o.on_release = [d = dir](size_t, const Record& r) { std::ofstream(d + "/rank.jsonl", std::ios::app) << to_json(r) << "\n"; };
+    return o;
+  }
+  std::string watch(const std::string& prelude) const {
+    return prelude + "while sleep 0.02; do if grep -qE '\"lr\": ?0(,|\\})' " + dir +
+           "/rank.jsonl 2>/dev/null; then echo '{\"cause\":\"lr_zero\"}'; break; fi; done; sleep 60";
+  }
+};
+
+std::vector<Record> slow_stream(int n, int zero_from, double step_s) {
+  auto recs = stream(n, zero_from);
+  for (auto& r : recs) r.t = step_s * static_cast<double>(r.step) + 0.001 * r.rank;
+  return recs;
+}
+
+// Unpaced, a watcher's files grow by the recorded clock whatever it reads: a watcher that closed stdin
+// (exec 0<&-) and one that keeps it open but never reads it (a shell between flatline and the program)
+// both see lr 0 at step 40 of a 3 s run, are stamped with the newest step in their files (never before
+// step 40, and within the 0.3 s they poll), and end at the harness's SIGTERM with their alarm counted.
+TEST(ExternalDetector, AFileWatcherIsFedByTheRecordedClockAndStampedByItsFiles) {
+  for (const std::string prelude : {"exec 0<&-; ", ""}) {
+    Reenacted re;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = one(re.watch(prelude), re.opts(), slow_stream(100, 40, 0.03));
+    const double took = seconds_since(t0);
+    EXPECT_EQ(r.error, "") << prelude;
+    EXPECT_TRUE(r.watcher) << prelude;
+    EXPECT_TRUE(r.ended_by_harness) << prelude;
+    EXPECT_GE(took, 3.0 - 0.03) << "not paced by the recorded clock";  // 100 steps of 30 ms, then the end
+    EXPECT_LT(took, 10);
+    ASSERT_EQ(r.alarms.size(), 1u) << prelude;
+    EXPECT_GE(r.alarms[0].step, 40) << "stamped before the data it alarmed on; t " << r.alarms[0].t << " read " << r.records_read << " fed " << r.records_fed << " line " << r.alarms[0].line;
+    if (prelude.empty()) {
+      // never read: a watcher from kWatcherAfterS (2 s = step ~66) on, its files shown up to then at once
+      EXPECT_LE(r.alarms[0].step, 80);
+    } else {
+      EXPECT_LE(r.alarms[0].step, 50);  // 0.3 s of polling and start-up
+    }
+    EXPECT_EQ(r.alarms[0].cause, "lr_zero");
+  }
+}
+
+// --speed applies to the watchers' clock in an unpaced replay too.
+TEST(ExternalDetector, AWatchersClockRunsAtTheReplaySpeed) {
+  Reenacted re;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = one(re.watch("exec 0<&-; "), re.opts(), slow_stream(100, 40, 0.1), 5.0);  // a 10 s run at 5x
+  const double took = seconds_since(t0);
+  EXPECT_EQ(r.error, "");
+  EXPECT_GE(took, 2.0 - 0.1);
+  EXPECT_LT(took, 8);
+  ASSERT_EQ(r.alarms.size(), 1u);
+  EXPECT_GE(r.alarms[0].step, 40);
+  EXPECT_LE(r.alarms[0].step, 50);
+}
+
+// Live, a watcher reads the files the ranks write, which may be ahead of what the feed has released:
+// its alarm is stamped with the newest step on disk (FeedOptions::newest_step_on_disk).
+TEST(ExternalDetector, ALiveWatcherIsStampedWithTheNewestStepOnDisk) {
+  FeedOptions o = opts(FeedMode::live);
+  o.newest_step_on_disk = [] { return int64_t{57}; };
+  DetectorFeed f({{"w", "exec 0<&-; sleep 0.3; echo '{\"cause\":\"lr_zero\"}'; sleep 60"}}, o);
+  const auto recs = stream(20, 10);
+  double t = 0;
+  for (const auto& r : recs) f.push(r), t = r.t;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (seconds_since(t0) < 1.0) f.pump(t + seconds_since(t0), 20);
+  auto out = f.finish(t + seconds_since(t0));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].error, "");
+  EXPECT_TRUE(out[0].watcher);
+  EXPECT_TRUE(out[0].ended_by_harness);
+  ASSERT_EQ(out[0].alarms.size(), 1u);
+  EXPECT_EQ(out[0].alarms[0].step, 57);
 }
 
 TEST(ExternalDetector, HangAfterTheEndOfInputIsAnError) {

@@ -184,3 +184,22 @@ TEST(Cli, RunShowsProgressInPlaceOnATerminalAndPlainLinesInAPipe) {
 }
 
 }  // namespace
+
+namespace {
+// The check every e2e test ends with (tests/e2e/no_process_left.h) finds what a test leaves behind
+// however it detached: a double-forked grandchild in a session of its own, reparented away from the test.
+TEST(NoProcessLeft, FindsADetachedGrandchildByTheTestsTag) {
+  const char* tag = std::getenv(flatline::e2e::kTestTagVar);
+  ASSERT_TRUE(tag && *tag) << "the listener sets it for every test";
+  const std::string entry = std::string(flatline::e2e::kTestTagVar) + "=" + tag;
+  ASSERT_EQ(std::system("setsid sh -c 'sleep 31.4159 </dev/null >/dev/null 2>&1 &' </dev/null"), 0);
+  std::vector<int> found;
+  for (int i = 0; i < 50 && found.empty(); ++i) {
+    found = flatline::e2e::processes_with_env(entry);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(flatline::e2e::command_of(found[0]).find("sleep 31.4159"), std::string::npos);
+  for (int pid : found) kill(pid, SIGKILL);  // found: not left for the listener to report
+}
+}  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "telemetry/jsonl.h"
+#include "tests/e2e/no_process_left.h"
 
 namespace flatline::e2e {
 namespace fs = std::filesystem;

@@ -32,9 +32,11 @@ inline const std::vector<std::string>& fixture_runs() {
 
 // `flatline ARGS` with stdout and stderr, killed after `limit_s` (status 124: it hung; 137: it ignored
 // SIGTERM too). `input` (a shell word list) is piped to its stdin when not empty.
-inline Ran flatline_within(const std::string& args, double limit_s = 60, const std::string& input = "") {
+// `env` ("NAME=value ...") is set for it.
+inline Ran flatline_within(const std::string& args, double limit_s = 60, const std::string& input = "",
+                           const std::string& env = "") {
   const std::string limit = "timeout -k 3 " + std::to_string(static_cast<int>(limit_s));
-  return e2e::run(args, (input.empty() ? "" : input + " | ") + limit);
+  return e2e::run(args, (input.empty() ? "" : input + " | ") + (env.empty() ? "" : "env " + env + " ") + limit);
 }
 
 // A fresh recorded suite (4 runs on 2 ranks, 200 steps) in a scratch directory of its own; with

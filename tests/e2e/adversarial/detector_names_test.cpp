@@ -3,6 +3,8 @@
 // a program that floods stderr has the first 1 MiB kept; a program that starts children which leave
 // its process group (setsid) never outlives the run, a stop of flatline (SIGTERM: within the 5 s of §8)
 // or flatline itself (SIGKILL).
+#include <memory>
+
 #include "tests/e2e/adversarial/attack.h"
 
 namespace flatline::attack {
@@ -35,14 +37,24 @@ TEST(AdversarialDetectorNames, ANameThatCouldNotNameAFileIsAUsageError) {
 // A marker no other process has on its command line: `sleep 600.<n>` children are found by it.
 std::string marker() { return "600." + std::to_string(std::random_device{}() % 1000000 + 1000000); }
 
+// `score` replaying a run slowly with a detector that has left two children behind, one in a session of
+// its own (setsid), both named by marker `m`; returns once both are running.
+std::unique_ptr<e2e::Background> score_with_escapees(const std::string& suite, const std::string& m) {
+  auto score = std::make_unique<e2e::Background>(
+      std::vector<std::string>{"score", suite + "/a-lr-zero", "--realtime", "--speed", "0.5", "--detector",
+                               "escapee=setsid sleep " + m + " </dev/null >/dev/null 2>&1 & sleep " + m +
+                                   " & exec cat >/dev/null"},
+      suite + "/score.out");
+  for (int i = 0; i < 100 && e2e::processes_with(m).size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(e2e::processes_with(m).size(), 2u) << score->output();
+  return score;
+}
+
 TEST(AdversarialDetectorNames, ASIGTERMEndsAReplayAndEveryDetectorDescendantWithin5s) {
   const std::string suite = fresh_suite();
   const std::string m = marker();
-  e2e::Background score({"score", suite + "/a-lr-zero", "--realtime", "--speed", "0.5", "--detector",
-                         "escapee=setsid sleep " + m + " </dev/null >/dev/null 2>&1 & sleep " + m + " & exec cat >/dev/null"},
-                        suite + "/score.out");
-  for (int i = 0; i < 100 && e2e::processes_with(m).size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_GE(e2e::processes_with(m).size(), 2u) << score.output();
+  auto run = score_with_escapees(suite, m);
+  e2e::Background& score = *run;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   score.signal(SIGTERM);
   const int st = score.wait(10);
@@ -56,11 +68,8 @@ TEST(AdversarialDetectorNames, ASIGTERMEndsAReplayAndEveryDetectorDescendantWith
 TEST(AdversarialDetectorNames, FlatlineKilledTakesEveryDetectorDescendantWithIt) {
   const std::string suite = fresh_suite();
   const std::string m = marker();
-  e2e::Background score({"score", suite + "/a-lr-zero", "--realtime", "--speed", "0.5", "--detector",
-                         "escapee=setsid sleep " + m + " </dev/null >/dev/null 2>&1 & sleep " + m + " & exec cat >/dev/null"},
-                        suite + "/score.out");
-  for (int i = 0; i < 100 && e2e::processes_with(m).size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_GE(e2e::processes_with(m).size(), 2u) << score.output();
+  auto run = score_with_escapees(suite, m);
+  e2e::Background& score = *run;
   score.signal(SIGKILL);
   EXPECT_EQ(score.wait(5), 128 + SIGKILL);
   e2e::expect_no_process_left(m, 5);

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "telemetry/jsonl.h"
+#include "tests/e2e/no_process_left.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -173,6 +173,52 @@ TEST(FormatWriters, WandbCsvRoundTrip) {
   EXPECT_DOUBLE_EQ(*w.evals.at(10).eval_loss, 2.4);
 }
 
+// The offline run's transaction log, as a watcher tails it: records framed in 32 KiB blocks (the
+// stream's 20 steps fit one block; the framing across blocks is the reader's, tests/readers).
+TEST(FormatWriters, WandbOfflineRunRoundTrip) {
+  Written w = write_and_read("wandb-run");
+  EXPECT_EQ(w.steps.size(), 20u);
+  expect_field(w, "train/loss", rounded4, 0, &Record::loss);
+  expect_field(w, "train/learning_rate", [](const Record& r) { return r.lr; }, 0, &Record::lr);
+  expect_field(w, "train/grad_norm", [](const Record& r) { return r.grad_norm; }, 0, &Record::grad_norm);
+  EXPECT_DOUBLE_EQ(w.steps.at(3).t, 0.53);  // _runtime
+  EXPECT_DOUBLE_EQ(*w.evals.at(10).eval_loss, 2.4);
+  size_t logs = 0;
+  for (const auto& e : fs::recursive_directory_iterator(w.dir / "formats/wandb-run/wandb")) {
+    if (e.path().extension() != ".wandb") continue;
+    ++logs;
+    EXPECT_EQ(e.path().parent_path().filename().string().rfind("offline-run-", 0), 0u) << e.path();
+  }
+  EXPECT_EQ(logs, 1u);
+}
+
+// Many records: chunks that cross the 32 KiB blocks (FIRST/MIDDLE/LAST), all read back.
+TEST(FormatWriters, WandbOfflineRunAcrossBlocks) {
+  fs::path d = fs::temp_directory_path() / ("flatline-writer-wandb-" + std::to_string(std::random_device{}()));
+  FormatContext c;
+  c.run_dir = d.string();
+  {
+    FormatSink sink({"wandb-run"}, c);
+    for (int s = 1; s <= 3000; ++s) {
+      Record r;
+      r.step = s;
+      r.t = 0.01 * s;
+      r.loss = 3.0;
+      r.lr = 1e-3;
+      sink.write(r);
+    }
+    EXPECT_TRUE(sink.errors().empty());
+  }
+  LogData log = read_log(format_dir(c.run_dir, "wandb-run"), "wandb-run");
+  for (const auto& warning : log.warnings) ADD_FAILURE() << warning;
+  int64_t steps = 0, last = 0;
+  for (const auto& r : log.records)
+    if (r.kind == RecordKind::step) ++steps, last = r.step;
+  EXPECT_EQ(steps, 3000);
+  EXPECT_EQ(last, 3000);
+  fs::remove_all(d);
+}
+
 TEST(FormatWriters, LoggingIntervalAndRankZeroOnly) {
   fs::path d = fs::temp_directory_path() / ("flatline-writer-every-" + std::to_string(std::random_device{}()));
   FormatContext c;
