@@ -42,6 +42,8 @@ struct DetectorConfig {
   int world_size = 0;             // 0: infer from the ranks seen
   int64_t planned_steps = 0;      // where the run is planned to end, when its log says (HF max_steps,
                                   // Megatron train_iters): a schedule reaching 0 there is on plan; 0 unknown
+  bool log_complete = false;      // a recorded log read to its end (diagnose, replay): its last line is the
+                                  // run's last word, so what happens only there can be judged as such
 };
 
 class Detector {

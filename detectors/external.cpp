@@ -74,10 +74,21 @@ std::string describe_status(int st) {
   return "ended";
 }
 
+// A small /proc file's text, "" if the process is gone (read(2) of a file of a process that has just
+// exited fails with ESRCH, which libstdc++'s filebuf throws as ios_base::failure: plain read here).
+std::string proc_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string s;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return s;
+}
+
 // State letter of /proc/<pid>/stat ('R', 'S', 'D', 'Z', ...), 0 if gone.
 char proc_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string s = proc_file("/proc/" + std::to_string(pid) + "/stat");
   const size_t p = s.rfind(')');
   return p == std::string::npos || p + 2 >= s.size() ? 0 : s[p + 2];
 }
@@ -89,7 +100,7 @@ bool waiting(pid_t pid, int depth = 0) {
   if (st == 0 || st == 'Z') return true;
   if (st != 'S') return false;
   if (depth > 8) return true;
-  std::ifstream kids("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::istringstream kids(proc_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
   for (pid_t k; kids >> k;)
     if (!waiting(k, depth + 1)) return false;
   return true;
@@ -211,7 +222,17 @@ struct DetectorFeed::Impl {
   // A detector that closed its stdin before its end, or has read nothing of it kWatcherAfterS after its
   // first record was written, reads files: from now on it is fed by time (see kWatcherAfterS).
   void classify(Det& d, double now) {
-    if (d.res.watcher || !d.res.error.empty()) return;
+    if (!d.res.error.empty()) return;
+    // A slow starter (a Python detector importing transformers reads its first line after seconds)
+    // that begins to read its stdin is a stdin reader after all: it sets the pace again, and is not
+    // ended at the end as a watcher is.
+    if (d.res.watcher && d.consumed > 0 && !(d.input_closed && !d.closed_by_us) && d.term_at == 0) {
+      d.res.watcher = false;
+      d.clock_wall0 = 0;
+      d.all_shown_at = 0;
+      return;
+    }
+    if (d.res.watcher) return;
     // closed: a write failed with EPIPE, or the pipe says its read end is gone (POLLERR on the write
     // end), which lock-step sees before it writes again
     if (!d.input_closed && d.in >= 0 && d.first_write_at > 0) {
@@ -651,11 +672,18 @@ struct DetectorFeed::Impl {
   void end_watcher(Det& d, double now) {
     if (!finishing || d.shown < recs.size() || d.done) return;
     if (d.all_shown_at == 0) d.all_shown_at = now;
-    if (d.term_at == 0 && now - d.all_shown_at > kWatcherSettleS) {
+    // One that closed its stdin said what it is; one that only never read it may be a slow starter
+    // still importing its libraries (it becomes a stdin reader the moment it reads: classify).
+    const bool declared = d.input_closed && !d.closed_by_us;
+    if (d.term_at == 0 && now - d.all_shown_at > (declared ? kWatcherSettleS : kUndeclaredWatcherSettleS)) {
       read_output(d);
       settle(d);
       d.res.ended_by_harness = true;
       d.term_at = now;
+      if (!d.input_closed) {
+        close_fd(d.in);
+        d.input_closed = d.closed_by_us = true;
+      }
       if (d.pid > 0) ::kill(-d.pid, SIGTERM);
     }
     if (d.term_at > 0 && now - d.term_at > kStopGraceS) kill_group(d);
@@ -730,8 +758,7 @@ std::vector<ExternalOutcome> DetectorFeed::finish(double run_t) {
       // known exactly; one that stops reading meets the stall rule instead of waiting forever)
       const bool all_written = d.next == m.recs.size() && d.off == 0;
       const bool all_read = d.consumed == m.recs.size();
-      const bool watcher_fed = d.res.watcher && d.shown == m.recs.size();
-      if (!d.input_closed && ((all_written && all_read) || watcher_fed)) {
+      if (!d.input_closed && all_written && all_read) {  // a watcher's is closed as it is ended (end_watcher)
         m.read_output(d);
         m.settle(d);
         m.close_fd(d.in);

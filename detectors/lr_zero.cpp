@@ -16,7 +16,8 @@
 //   peak (never below the threshold); a schedule's planned end: when the log says where the run is
 //   planned to end (DetectorConfig::planned_steps: HF Trainer's max_steps, Megatron's train_iters),
 //   low lr in its last max(3, 3%) steps is the schedule finishing (a cosine or linear decay to 0 is
-//   below 0.1% of peak only there), not a fault; fp16 skipped steps (not counted: no update was applied);
+//   below 0.1% of peak only there), not a fault; in a complete recorded log without a planned end
+//   (DetectorConfig::log_complete), low lr only in the log's own last max(3, 3%) steps is the same; fp16 skipped steps (not counted: no update was applied);
 //   restarts re-emitting steps (the same step twice is not two steps of a streak).
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
 #include <map>
@@ -53,7 +54,8 @@ struct Streak {
 
 class LrZero final : public BlockDetector<LrZero> {
  public:
-  explicit LrZero(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true), planned_end_(c.planned_steps) {}
+  explicit LrZero(const DetectorConfig& c)
+      : gate_(c.world_size, /*exact_positions=*/true), planned_end_(c.planned_steps), log_complete_(c.log_complete) {}
   const char* cause() const override { return "lr_zero"; }
 
   void observe(const Record& r) override {
@@ -68,11 +70,29 @@ class LrZero final : public BlockDetector<LrZero> {
     gate_.advance(r.rank, static_cast<double>(s.ordinal));
     gate_.poll();
   }
-  void finish(double) override { gate_.flush(); }
-  std::optional<Finding> finding() const override { return gate_.finding(); }
+  void finish(double) override {
+    gate_.flush();
+    // A complete log whose planned end is not logged: low lr only in its last max(3, 3%) steps is the
+    // schedule ending with the log (a cosine or linear decay to 0), not a fault: nothing trained at it.
+    auto f = gate_.finding();
+    if (!f || !log_complete_ || planned_end_ > 0) return;
+    int64_t last = -1;
+    for (const auto& [rank, s] : ranks_) last = std::max(last, s.last_step);
+    const int64_t tail = std::max<int64_t>(kMinPlannedTail, static_cast<int64_t>(kPlannedTail * static_cast<double>(last)));
+    if (f->onset_step >= last - tail) at_log_end_ = f;
+  }
+  std::optional<Finding> finding() const override {
+    if (at_log_end_) return std::nullopt;
+    return gate_.finding();
+  }
 
   CheckResult check() const override {
     CheckResult c{cause(), CheckState::pending, ""};
+    if (at_log_end_)
+      return {cause(), CheckState::pass,
+              fmt::format("lr below 0.1% of peak only in the log's last steps (from step {}): the schedule ending with "
+                          "the log (its planned end is not logged)",
+                          at_log_end_->onset_step)};
     if (auto f = gate_.finding()) return {cause(), CheckState::fail, f->evidence.empty() ? "" : f->evidence.front()};
     if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
     for (const auto& [rank, s] : ranks_) {
@@ -163,6 +183,8 @@ class LrZero final : public BlockDetector<LrZero> {
   RankGate gate_;
   bool any_steps_ = false;
   int64_t planned_end_ = 0;
+  bool log_complete_ = false;
+  std::optional<Finding> at_log_end_;  // the finding, withdrawn at finish (above)
 };
 
 }  // namespace

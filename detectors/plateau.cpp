@@ -1,6 +1,7 @@
 // Plateau (plateau.h): two-half mean comparison over the last W loss values.
 #include "detectors/plateau.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -17,6 +18,7 @@ constexpr double kStdErrs = 2.0;     // drop below this many standard errors = f
 constexpr int kOwnLoss = 1 << 20;    // a rank's own loss ranks after any loss_avg
 constexpr size_t kHead = 20;         // first values kept aside: where the loss started
 constexpr double kDescentErrs = 3.0; // below the start by more than this many errors: it descended
+constexpr size_t kMinValues = 10;    // fewer loss values than this: no judgement at all (plateau.h)
 
 struct Window {
   double old_mean, new_mean, sigma, drop, se;
@@ -53,7 +55,30 @@ Window judge(const std::vector<double>& y, size_t end, size_t w) {
 }  // namespace
 
 void Plateau::observe(const Record& r) {
+  // A log of held-out losses only (a Lightning CSV of validation rows): they are the loss curve, as long
+  // as no training loss has come.
+  if (r.kind == RecordKind::eval && r.rank >= 0 && r.eval_loss && std::isfinite(*r.eval_loss) && !train_seen_) {
+    Record e;
+    e.kind = RecordKind::step;
+    e.rank = r.rank;
+    e.step = r.step;
+    e.loss = r.eval_loss;
+    observe_value(e);
+    eval_only_ = true;
+    return;
+  }
   if (r.kind != RecordKind::step || r.rank < 0) return;
+  if ((r.loss_avg && std::isfinite(*r.loss_avg)) || (r.loss && std::isfinite(*r.loss))) {
+    if (eval_only_) {  // training losses after all: the curve is theirs
+      series_.clear(), head_.clear(), has_last_ = false;
+      eval_only_ = false;
+    }
+    train_seen_ = true;
+  }
+  observe_value(r);
+}
+
+void Plateau::observe_value(const Record& r) {
   Value v{-1, 0};
   if (r.loss_avg && std::isfinite(*r.loss_avg)) v = {r.rank, *r.loss_avg};
   else if (r.loss && std::isfinite(*r.loss)) v = {kOwnLoss + r.rank, *r.loss};
@@ -75,11 +100,16 @@ void Plateau::observe(const Record& r) {
 
 PlateauStatus Plateau::status() const {
   PlateauStatus st;
-  const size_t w = static_cast<size_t>(window_);
+  size_t w = static_cast<size_t>(window_);
   if (series_.size() < w) {
-    st.detail = fmt::format("need {} loss values, have {}", w, series_.size());
-    return st;
+    if (series_.size() < kMinValues) {
+      st.detail = fmt::format("need {} loss values ({} for a full window), have {}", kMinValues, w, series_.size());
+      return st;
+    }
+    w = series_.size();  // a sparse log: every value it has
+    st.sparse = true;
   }
+  st.values = static_cast<int>(w);
   std::vector<double> y;
   std::vector<int64_t> steps;
   y.reserve(series_.size());
@@ -92,21 +122,29 @@ PlateauStatus Plateau::status() const {
   st.flat = last.flat;
   st.level = last.new_mean;
   st.level_se = last.sigma / std::sqrt(static_cast<double>(w - w / 2));
+  st.noise = last.sigma;
   st.first_step = head_.empty() ? steps.front() : head_.front().first;
   st.judged_step = steps[w - 1];
-  if (st.flat && head_.size() >= kHead / 2) {
+  // The start: the first kHead values kept aside; in a sparse log, its first quarter (at least 3).
+  std::vector<double> head;
+  if (st.sparse) head.assign(y.begin(), y.begin() + static_cast<long>(std::max<size_t>(3, w / 4)));
+  else
+    for (const auto& [s0, v] : head_) head.push_back(v);
+  if (st.flat && head.size() >= (st.sparse ? 3 : kHead / 2)) {
     double hm = 0, hv = 0;
-    for (const auto& [s0, v] : head_) hm += v;
-    hm /= static_cast<double>(head_.size());
-    for (const auto& [s0, v] : head_) hv += (v - hm) * (v - hm);
-    hv /= static_cast<double>(head_.size() - 1);
-    const double se = std::sqrt(hv / static_cast<double>(head_.size()) + st.level_se * st.level_se);
+    for (double v : head) hm += v;
+    hm /= static_cast<double>(head.size());
+    for (double v : head) hv += (v - hm) * (v - hm);
+    hv /= static_cast<double>(head.size() - 1);
+    const double se = std::sqrt(hv / static_cast<double>(head.size()) + st.level_se * st.level_se);
     st.never_descended = !(hm - st.level > kDescentErrs * se);
   }
   const int64_t from = steps[y.size() - w], to = steps.back();
   const char* verdict = !last.flat ? "descending" : last.drop < -kStdErrs * last.se ? "rising" : "flat";
   st.detail = fmt::format("loss {:.4g} -> {:.4g} over steps {}..{}, noise {:.2g}: {}", last.old_mean, last.new_mean,
                           from, to, last.sigma, verdict);
+  if (st.sparse)
+    st.detail += fmt::format(" (sparse: judged on the {} loss values logged, a full window is {})", w, window_);
   if (st.flat) {
     // The flat stretch: grow the judged span back from the latest window while it stays flat as a
     // whole (a longer span has a smaller standard error, so the knee shows as soon as it is included).

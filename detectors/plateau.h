@@ -2,9 +2,13 @@
 // model plateaus too) but the symptom the checklist explains; Triage reports it beside the causes.
 //
 // Signal: loss_avg of step records (mean over ranks), or `loss` of the lowest rank when loss_avg is
-//   absent; one value per step: a step logged again (a restart) replaces the earlier value.
+//   absent; one value per step: a step logged again (a restart) replaces the earlier value. A log with
+//   no training loss at all (validation rows only) is judged on its eval losses instead.
 // Window: the last W = 40 steps with a value, split into an older and a newer half.
-// Warm-up: unknown until W values exist.
+// Warm-up: unknown until kMinValues (10) values exist. A sparse log (a loss once per epoch: 10 to W
+//   values in all) is judged on every value it has, split the same way, and says so (sparse, values):
+//   fewer values give a larger standard error, so only a clearly flat loss is called flat, and the
+//   triage lowers its confidence.
 // Threshold: flat when drop = mean(older half) - mean(newer half) is < 2 standard errors of that
 //   difference, se = sigma * sqrt(1/n_old + 1/n_new), sigma = the spread of the window's values
 //   around a least-squares line (so a steady descent is not mistaken for noise). flat_since: the
@@ -12,7 +16,8 @@
 //   more than 3 standard errors (the knee is in them). 3 rather than 2: overlapping spans share their
 //   noise, so a 2-SE chance excursion inside a flat stretch lasts several strides (seen in tests).
 // Never descended: flat now, and the mean of the last window is not below the mean of the first 20
-//   values ever seen by more than 3 standard errors of their difference (the head is kept aside, so
+//   values ever seen (a sparse log: its first quarter, at least 3) by more than 3 standard errors of
+//   their difference (the head is kept aside, so
 //   a run longer than the values kept is still compared with its start). A loss that sat where it
 //   started is the unexplained_plateau verdict's first sign (triage.h), a loss that descended and
 //   then flattened is not.
@@ -32,13 +37,17 @@ class Plateau {
   explicit Plateau(int window = 40) : window_(window < 4 ? 4 : window) {}
   void observe(const Record& r);
   PlateauStatus status() const;
+  int window() const { return window_; }
+  bool eval_only() const { return eval_only_; }  // judged on held-out losses: the log has no training loss
 
  private:
   struct Value {
     int priority;  // the lowest rank's loss_avg, else the lowest rank's own loss; a tie is a restart: the later wins
     double v;
   };
+  void observe_value(const Record& r);
   int window_;
+  bool train_seen_ = false, eval_only_ = false;
   std::map<int64_t, Value> series_;  // step -> value
   // The entry of the last step seen: every rank's record of a step arrives in a row, and at fleet scale
   // a map lookup per record was a sixth of the triage's cost.

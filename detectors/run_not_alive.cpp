@@ -28,7 +28,8 @@
 //     put the detection before the fault.
 //   error: an `error` event whose detail mentions a timeout, a collective or a dead peer (timed out,
 //     nccl, gloo, allreduce, barrier, watchdog, peer died, torch.distributed.elastic's ChildFailedError,
-//     ...) is a candidate at its own t.
+//     ...) is a candidate at its own t; so is one that says the process died (CUDA out of memory, a
+//     CUDA error, a fatal signal, the elastic agent's "closing signal" to the survivors), named a crash.
 //   silence: a rank whose watchdog beats writes nothing at all for max(10 heartbeat intervals, 2 s),
 //     judged against the stream's clock: the launcher's (advance(now), every poll while it runs), the
 //     end of the run (finish(t_end)), or the `stopped` event the launcher appends for a rank that it
@@ -88,6 +89,17 @@ bool mentions_hang(std::string s) {
   return false;
 }
 
+// A rank's death as its console says it (a crash, apart from a hang): CUDA's allocator, a CUDA error, a
+// fatal signal, the elastic agent ending the others after one died.
+bool mentions_death(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* w : {"out of memory", "outofmemoryerror", "cuda error", "closing signal", "segmentation fault",
+                        "sigsegv", "sigabrt", "sigkill", "exitcode: -", "exitcode  : -", "exitcode: 1", "exitcode  : 1",
+                        "keyboardinterrupt", "killing subprocess", "received sigterm", " hangup "})
+    if (s.find(w) != std::string::npos) return true;
+  return false;
+}
+
 enum class Kind { hang, stale, error, silent };
 
 class RunNotAlive final : public BlockDetector<RunNotAlive> {
@@ -129,10 +141,24 @@ class RunNotAlive final : public BlockDetector<RunNotAlive> {
     } else if (r.kind == RecordKind::event) {
       const double t = has_t ? r.t : s.latest_t;
       s.on_event(r, t);
+      // a hang's words first: a watchdog timeout that then aborts the process (SIGABRT) was a hang
       if (r.name == "error" && mentions_hang(r.detail))
         offer(r.rank, t, finding(s, t, 0.8, fmt::format("error on rank {} after step {}: {}", r.rank, s.last_step,
                                                         r.detail)),
               Kind::error);
+      else if (r.name == "error" && mentions_death(r.detail)) {
+        // Ended long after its last step (no step for 10 median steps and a minute): it hung, then was
+        // killed; else it died while stepping: a crash.
+        const double gap = finite(s.last_step_t) && finite(t) ? t - s.last_step_t : 0;
+        const double median = s.step_iv.size() ? s.step_iv.median() : 0;
+        const bool hung = gap > std::max(60.0, 10 * median);
+        offer(r.rank, t,
+              finding(s, t, 0.8,
+                      hung ? fmt::format("no step for {} after step {}, then the run was ended: {}", secs(gap),
+                                         s.last_step, r.detail)
+                           : fmt::format("the run died (a crash, not a hang) after step {}: {}", s.last_step, r.detail)),
+              Kind::error);
+      }
     } else if (has_t) {
       s.pause_t = r.t;  // an eval record: eval is running
     }

@@ -113,6 +113,16 @@ std::string ln_k(const PlateauStatus& p) {
                      p.level, k, std::log(static_cast<double>(k)), k);
 }
 
+// "0.2500 = the mean squared error of predicting 0.5" when an MSE sits at what a constant prediction
+// of 0.5 scores on 0/1 targets (both outputs stuck at 0.5: a sigmoid that saturated or never trained).
+std::string constant_prediction(const PlateauStatus& p) {
+  constexpr double tol = 0.002;
+  if (std::fabs(p.level - 0.25) > tol || p.level_se > tol) return "";
+  return fmt::format("loss {:.4f} = 0.25, the mean squared error of a constant prediction of 0.5 on 0/1 targets: the "
+                     "outputs do not depend on the inputs",
+                     p.level);
+}
+
 }  // namespace
 
 struct Triage::Impl {
@@ -229,11 +239,22 @@ Diagnosis Triage::diagnosis() const {
   int64_t onset = -1, detected = -1;
   std::string frozen;
   const bool is_frozen = impl_->frozen.found(onset, detected, frozen);
-  if (!checklist_fired && (is_frozen || (d.plateau.known && d.plateau.never_descended))) {
+  // A loss flat at zero (a solved or memorised task, HF's rounded "loss": 0.0) is no plateau to explain.
+  constexpr double kZeroLoss = 1e-4;
+  const bool at_zero = d.plateau.known && std::fabs(d.plateau.level) < kZeroLoss;
+  // A sparse log is flat "by default" when its few values are noisy: only a pinned loss (spread under 5%
+  // of its level) or one at chance level is evidence enough there.
+  constexpr double kSparsePinned = 0.05;
+  const bool sparse_evidence = !d.plateau.sparse || !(ln_k(d.plateau) + constant_prediction(d.plateau)).empty() ||
+                               d.plateau.noise < kSparsePinned * std::fabs(d.plateau.level);
+  if (!checklist_fired &&
+      (is_frozen || (d.plateau.known && d.plateau.never_descended && !at_zero && sparse_evidence))) {
     // The flat loss is real and none of the five causes explains it (triage.h).
     Finding u;
     u.cause = kUnexplained;
-    u.confidence = is_frozen ? 0.8 : 0.6;
+    const std::string chance = !is_frozen ? ln_k(d.plateau) + constant_prediction(d.plateau) : "";
+    // A loss at chance level is strong evidence by itself; a sparse log is less sure than a full window.
+    u.confidence = is_frozen ? 0.8 : !chance.empty() ? 0.8 : d.plateau.sparse ? 0.45 : 0.6;
     if (is_frozen) {
       u.onset_step = onset, u.detected_step = detected;
       u.evidence.push_back(frozen);
@@ -243,6 +264,11 @@ Diagnosis Triage::diagnosis() const {
                                        d.plateau.detail, d.plateau.first_step));
     }
     if (auto k = ln_k(d.plateau); !k.empty()) u.evidence.push_back(k);
+    if (auto c = constant_prediction(d.plateau); !c.empty()) u.evidence.push_back(c);
+    if (d.plateau.sparse)
+      u.evidence.push_back(fmt::format("how sure: a sparse log, {} loss values (a full window is {}): confidence {:.2f}{}",
+                                       d.plateau.values, impl_->plateau.window(), u.confidence,
+                                       chance.empty() ? "" : ", the chance level making up for the few values"));
     if (!is_frozen && !impl_->frozen.still_params().empty()) u.evidence.push_back(impl_->frozen.still_params());
     if (is_frozen && d.plateau.known && d.plateau.never_descended)
       u.evidence.push_back("the loss never descended: " + d.plateau.detail);

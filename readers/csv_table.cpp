@@ -112,9 +112,16 @@ std::vector<std::string> header_columns(std::string_view head) {
     else cur += c;
   }
   cols.push_back(std::string(trim(cur)));
-  // A header names columns: a log line with a comma in it (a timestamp's milliseconds) is not one.
-  for (const auto& c : cols)
-    if (c.find_first_of("[]{}") != std::string::npos || c.size() > 200) return {};
+  // A header names columns: a log line with a comma in it (a timestamp's milliseconds) is not one. A
+  // column with brackets (Lightning names a logged tensor by its repr: "out_tensor([0.])") is allowed
+  // when another column is a metric the readers know (a loss, the step, the epoch).
+  bool known = false, odd = false;
+  for (const auto& c : cols) {
+    if (c.size() > 200) return {};
+    odd |= c.find_first_of("[]{}") != std::string::npos;
+    known |= metric_for(c) != Metric::none;
+  }
+  if (odd && !known) return {};
   return cols;
 }
 
@@ -139,13 +146,46 @@ std::vector<Record> table_to_records(const CsvTable& t, const TableSpec& spec, c
     if (step_rank[j] < 0) metric[j] = metric_for(h);
     if (metric[j] == Metric::step) metric[j] = Metric::none;
   }
+  // An epoch-level log (Lightning's self.log(on_epoch=True) alone: train_loss_epoch) has no per-step
+  // loss: the epoch aggregate is then the loss curve.
+  if (std::none_of(metric.begin(), metric.end(), [](Metric m) { return m == Metric::loss; }))
+    for (size_t j = 0; j < n; ++j) {
+      const std::string& h = t.header[j];
+      if (metric[j] == Metric::none && h.size() > 10 && h.compare(h.size() - 10, 10, "loss_epoch") == 0 &&
+          h.rfind("val", 0) != 0 && h.rfind("test", 0) != 0) {
+        metric[j] = Metric::loss;
+        break;
+      }
+    }
+  // No step column (an older CSVLogger wrote epoch and created_at only; a Keras-style history has the
+  // row alone): the epoch is the step where there is one, else the row's number (from 1). Said once.
+  const bool has_step = std::any_of(step_rank.begin(), step_rank.end(), [](int k) { return k >= 0; });
+  int epoch_col = -1;
+  for (size_t j = 0; j < n && !has_step; ++j)
+    if (metric[j] == Metric::epoch) epoch_col = static_cast<int>(j);
+  if (!has_step && w) {
+    std::string cols;
+    for (const auto& h : t.header) cols += (cols.empty() ? "" : ", ") + h;
+    w->push_back(fmt::format("{}: no step column (columns: {}): {} taken as the step", name, cols,
+                             epoch_col >= 0 ? "the epoch ('" + t.header[static_cast<size_t>(epoch_col)] + "')"
+                                            : std::string("the row number")));
+  }
   std::vector<Record> out;
   StepOrder order;
   std::optional<double> t0;
   int64_t last_step_index = -1;  // index in `out` of the last step record
+  int64_t row_number = 0;
   for (const CsvRow& row : t.rows) {
     const std::string where = spec.where ? spec.where(row.line) : at_line(name, row.line);
+    ++row_number;
     std::optional<int64_t> step;
+    if (!has_step) {
+      if (epoch_col < 0) {
+        step = row_number;
+      } else if (auto e = parse_number(row.fields[static_cast<size_t>(epoch_col)]); e && *e >= 0 && std::isfinite(*e)) {
+        step = static_cast<int64_t>(std::floor(*e));
+      }
+    }
     int best = 1 << 30;
     for (size_t j = 0; j < n; ++j)
       if (step_rank[j] >= 0 && step_rank[j] < best && !trim(row.fields[j]).empty()) {

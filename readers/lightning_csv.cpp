@@ -6,11 +6,15 @@
 // train_loss_epoch an aggregate, ignored). Line endings LF or CRLF (written on Windows). The
 // LearningRateMonitor's rows (lr-AdamW, ...) and the training_step's rows (train_loss, ...) of one
 // step are merged into one record; val_loss rows become eval records. A log without an lr column is
-// read as is (the lr check then cannot run). Column names are mapped by readers/metric_names.h.
+// read as is (the lr check then cannot run). Column names are mapped by readers/metric_names.h; a
+// column named by a tensor's repr ("out_tensor([0.])", self.log of a tensor) is read past. An older
+// layout without a step column (train_loss,epoch,created_at: lightning 1.x's ExperimentWriter logged
+// created_at) takes the epoch as the step (readers/csv_table.h).
 // Rank 0, no t.
 #include <filesystem>
 
 #include "readers/csv_table.h"
+#include "readers/metric_names.h"
 #include "readers/registry.h"
 #include "readers/text_util.h"
 
@@ -30,7 +34,12 @@ Sniff sniff(std::string_view head) {
   if (cols.empty()) return Sniff::no;
   for (const char* wb : {"_step", "_runtime", "_timestamp"})
     if (readers::has_column(cols, wb)) return Sniff::no;
-  return readers::has_column(cols, "step") ? Sniff::likely : Sniff::maybe;
+  if (readers::has_column(cols, "step")) return Sniff::likely;
+  // An older CSVLogger (epoch and created_at, no step): still Lightning's, with a loss column.
+  bool loss = false;
+  for (const auto& c : cols) loss |= readers::metric_for(c) == readers::Metric::loss;
+  return loss && (readers::has_column(cols, "epoch") || readers::has_column(cols, "created_at")) ? Sniff::likely
+                                                                                                 : Sniff::maybe;
 }
 
 // A log directory: its metrics.csv, else the newest version_N/ (N compared as a number), directly

@@ -10,11 +10,14 @@ Metric metric_for(std::string_view name) {
   std::string n;
   n.reserve(name.size());
   for (unsigned char c : name) n += (c == '-' || c == ' ') ? '_' : static_cast<char>(std::tolower(c));
+  bool train_prefix = false;
   for (const char* p : {"train/", "trainer/", "training/", "train_"})
     if (n.rfind(p, 0) == 0 && n.size() > std::string(p).size()) {
       n = n.substr(std::string(p).size());
+      train_prefix = true;
       break;
     }
+  auto ends_loss = [](const std::string& x) { return x.size() > 5 && x.compare(x.size() - 5, 5, "_loss") == 0; };
   if (n == "loss" || n == "loss_step" || n == "lm_loss" || n == "training_loss") return Metric::loss;
   if (n == "lr" || n == "learning_rate" || n == "optimizer/lr") return Metric::lr;
   if (n.rfind("lr_", 0) == 0) {  // Lightning's LearningRateMonitor: lr-AdamW, lr-SGD/pg1 (first group only)
@@ -34,6 +37,11 @@ Metric metric_for(std::string_view name) {
   if (n == "local_grad_norm") return Metric::local_grad_norm;
   if (n == "update_norm") return Metric::update_norm;
   if (n == "grad_zero_frac" || n == "grad_zeros_frac" || n == "zero_grad_frac") return Metric::grad_zero_frac;
+  // A named loss of a multi-task model (train_classification_loss, val_regression_loss): the training one
+  // is a loss, the held-out one an eval loss (the first such column of a table wins, as any name does).
+  if (train_prefix && ends_loss(n)) return Metric::loss;
+  for (const char* p : {"val_", "valid_", "validation_", "eval_", "val/", "eval/"})
+    if (n.rfind(p, 0) == 0 && ends_loss(n.substr(std::string(p).size() - 1))) return Metric::eval_loss;
   return Metric::none;
 }
 

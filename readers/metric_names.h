@@ -13,6 +13,8 @@
 //   skipped     skipped, skipped_step(s)       overflow  overflow, found_inf
 //   local_grad_norm  local_grad_norm (a rank's norm before the all-reduce)   update_norm  update_norm
 //   grad_zero_frac   grad_zero_frac, grad_zeros_frac, zero_grad_frac
+//   and a multi-task model's named losses: train_<name>_loss is a loss, val_/valid_/validation_/eval_<name>_loss
+//   an eval loss (the first column of each kind in a table wins)
 // Anything else (epoch aggregates like train_loss_epoch, throughput, memory) is ignored.
 #pragma once
 #include <string>

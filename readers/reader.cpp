@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 
+#include "readers/csv_table.h"
 #include "readers/registry.h"
 #include "readers/text_util.h"
 #include "telemetry/jsonl.h"
@@ -217,10 +218,15 @@ std::vector<Record> parse_log_bytes(std::string_view data, const std::string& pa
     if (used) *used = r->name;
     return recs;
   }
-  if (refused.size() == 1) throw ReadError(only_error);
+  // A table: say what its header holds, and what a table needs.
+  std::string columns;
+  for (const auto& c : readers::header_columns(data.substr(0, kSniffBytes))) columns += (columns.empty() ? "" : ", ") + c;
+  if (!columns.empty())
+    columns = " (its columns: " + columns + "; a table needs a loss column, e.g. loss or train_loss, and a step, an epoch or its rows)";
+  if (refused.size() == 1) throw ReadError(only_error + columns);
   std::string list;
   for (const auto& s : refused) list += (list.empty() ? "" : "; ") + s;
-  throw ReadError(path + ": no format could read it (tried " + list + ")");
+  throw ReadError(path + ": no format could read it (tried " + list + ")" + columns);
 }
 
 namespace {

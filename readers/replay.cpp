@@ -20,6 +20,7 @@ class Player {
     DetectorConfig cfg;
     cfg.world_size = world_size;
     cfg.planned_steps = facts.planned_steps;
+    cfg.log_complete = true;  // a recorded log, read to its end (a followed one is not: readers/follow.h)
     tri_ = std::make_unique<Triage>(cfg);
     if (o.on_finding) tri_->on_finding(o.on_finding);
     speed_ = o.speed > 0 && std::isfinite(o.speed) ? o.speed : 1.0;

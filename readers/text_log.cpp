@@ -95,7 +95,15 @@ std::string_view TextLog::begin_line(size_t line_no, std::string_view line) {
   line_no_ = line_no;
   touched_ = -1;
   t_ = std::nan("");
-  line = strip_torchrun(strip_host(line));
+  {  // the rank torchrun's --tee/--log-line-prefix tag names ("[rank3]: ", "[default3]: "), for failures
+    const std::string_view host = strip_host(line), body = strip_torchrun(host);
+    line_rank_ = -1;
+    if (body.size() < host.size()) {  // strip_torchrun took "[<letters><digits>]: "
+      const std::string_view tag = host.substr(1, host.find(']') - 1);
+      if (auto r = parse_integer(tag.substr(tag.find_first_of("0123456789")))) line_rank_ = static_cast<int>(*r);
+    }
+    line = body;
+  }
   std::optional<double> ts = parse_leading_timestamp(line);
   std::string_view body = trim(line);
   if (!ts) ts = bare_timestamp(body);  // Python logging's default "2024-01-01 12:00:00,123 - ..."
@@ -223,6 +231,16 @@ void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_
 }
 
 void TextLog::event(Record e) {
+  // A distributed failure after the run's normal end (its last progress followed by "training
+  // finished", HF's train_runtime summary, a launcher's "exits successfully"): the shutdown's noise
+  // (the TCPStore's "recvValue failed ... Connection reset by peer" as the peers go), not a failure.
+  if (e.name == "error" && gap_phase_ == "end") {
+    if (!teardown_said_ && w_)
+      w_->push_back(fmt::format("{}: '{}' after the run's normal end: read as shutdown noise, not a failure", where(),
+                                e.detail.substr(0, 120)));
+    teardown_said_ = true;
+    return;
+  }
   close_through(last_reported_);
   e.step = any_closed_ ? last_closed_ : 0;
   if (!std::isfinite(e.t)) e.t = std::isfinite(t_) ? t_ : std::nan("");
@@ -349,6 +367,15 @@ void TextLog::drain(std::vector<Record>& out, bool final) {
   if (final) {
     close_through(INT64_MAX);
     if (!overflows_.empty()) emit_overflows(overflows_, (any_closed_ ? last_closed_ : 0) + 1, std::nullopt);
+    // The run's normal end as its last word ("training finished", "exits successfully", ...): a run_end.
+    if (gap_phase_ == "end" && any_closed_) {
+      Record e;
+      e.kind = RecordKind::event;
+      e.name = "run_end";
+      e.step = last_closed_;
+      e.t = std::isfinite(last_line_t_) ? last_line_t_ : std::nan("");
+      ready_.push_back(std::move(e));
+    }
     // A later timestamped line after the last progress: the process was still writing and not stepping.
     if (std::isfinite(last_line_t_) && std::isfinite(last_progress_t_) && last_line_t_ > last_progress_t_ &&
         gap_phase_ != "end") {
@@ -401,6 +428,22 @@ bool dist_failure(std::string_view l) {
       "DistStoreError",
       "Socket Timeout",
       "ChildFailedError",  // torch.distributed.elastic
+      // a rank's own death, as the console shows it: CUDA's allocator (torch.OutOfMemoryError, and
+      // "RuntimeError: CUDA out of memory" before torch 2.1), a CUDA error, and the elastic agent
+      // ending the others (api.py: "Sending process 1234 closing signal SIGTERM")
+      "CUDA out of memory",
+      "OutOfMemoryError",
+      "CUDA error: ",
+      "closing signal SIGTERM",
+      "closing signal SIGKILL",
+      // a run stopped from outside: Ctrl-C (Python's KeyboardInterrupt), DeepSpeed's launcher killing its
+      // ranks (launch.py sigkill_handler: "Killing subprocess N", "Main process received SIGTERM"), a
+      // shell's job report of a hang-up ("line 114: 1234 Hangup  cmd ...")
+      "KeyboardInterrupt",
+      "sigkill_handler",
+      "Killing subprocess",
+      "Main process received SIGTERM",
+      " Hangup ",
   };
   for (const char* p : kPatterns)
     if (has(l, p)) return true;
@@ -477,8 +520,12 @@ std::optional<int64_t> tqdm_step(std::string_view l) {
 std::string phase_of(std::string_view l) {
   std::string s(l.substr(0, 200));
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  // normal ends: Megatron-LM ("after training is done", "exiting program"), HF Trainer (its
+  // train_runtime summary, "Training completed"), DeepSpeed's launcher ("Process N exits
+  // successfully."), scripts ("training finished", "exited successfully", "finished successfully")
   if (has(s, "after training is done") || has(s, "exiting program") || has(s, "training completed") ||
-      has(s, "'train_runtime'") || has(s, "training finished"))
+      has(s, "'train_runtime'") || has(s, "training finished") || has(s, "exits successfully") ||
+      has(s, "exited successfully") || has(s, "finished successfully") || has(s, "training complete"))
     return "end";
   if (has(s, "saving checkpoint") || has(s, "saving model checkpoint") || has(s, "saved checkpoint") ||
       has(s, "save_checkpoint") || has(s, "checkpoint saved"))
@@ -587,6 +634,68 @@ std::optional<Record> failure_event(std::string_view line) {
   return e;
 }
 
+// "Epoch N" (or "epoch N/M", "[Epoch N]") and a training loss on one line; the loss is the number after
+// the first "loss" word not preceded by val/valid/test/eval (within 6 characters), the validation loss
+// the one that is. Returns the step record (step = the epoch), with eval_loss holding the validation
+// loss for the caller.
+std::optional<Record> epoch_print(std::string_view t) {
+  std::string low(t.substr(0, 400));
+  std::transform(low.begin(), low.end(), low.begin(), [](unsigned char c) { return std::tolower(c); });
+  const size_t ep = low.find("epoch");
+  if (ep == std::string::npos) return std::nullopt;
+  size_t i = ep + 5;
+  while (i < low.size() && (low[i] == ' ' || low[i] == ':' || low[i] == '=' || low[i] == '[')) ++i;
+  size_t j = i;
+  while (j < low.size() && std::isdigit(static_cast<unsigned char>(low[j]))) ++j;
+  auto epoch = j > i ? parse_integer(low.substr(i, j - i)) : std::nullopt;
+  if (!epoch) return std::nullopt;
+  std::optional<double> loss, val;
+  for (size_t at = low.find("loss"); at != std::string::npos; at = low.find("loss", at + 4)) {
+    size_t k = at + 4;
+    while (k < low.size() && (low[k] == ' ' || low[k] == ':' || low[k] == '=')) ++k;
+    size_t e = k;
+    while (e < low.size() && (std::isdigit(static_cast<unsigned char>(low[e])) || low[e] == '.' || low[e] == '-' ||
+                              low[e] == 'e' || low[e] == '+'))
+      ++e;
+    auto v = e > k ? parse_number(low.substr(k, e - k)) : std::nullopt;
+    if (!v) continue;
+    // "loss" alone, or the training/validation one ("train_loss", "Val Loss"); another model's or term's
+    // ("act_loss", "critic_loss", "kl_loss") is not the curve
+    size_t w = at;
+    while (w > 0 && (low[w - 1] == ' ' || low[w - 1] == '_')) --w;
+    size_t ws = w;
+    while (ws > 0 && std::isalpha(static_cast<unsigned char>(low[ws - 1]))) --ws;
+    const std::string word = low.substr(ws, w - ws);
+    if (!word.empty() && word != "train" && word != "training" && word != "val" && word != "valid" &&
+        word != "validation" && word != "test" && word != "eval" && word != "avg" && word != "mean" && word != "epoch")
+      continue;
+    const std::string before = low.substr(at >= 6 ? at - 6 : 0, at >= 6 ? 6 : at);
+    const bool held_out = before.find("val") != std::string::npos || before.find("test") != std::string::npos ||
+                          before.find("eval") != std::string::npos;
+    if (held_out) {
+      if (!val) val = v;
+    } else if (!loss) {
+      loss = v;
+    }
+  }
+  if (!loss) return std::nullopt;
+  Record r;
+  r.step = *epoch;
+  r.epoch = *epoch;
+  r.loss = loss;
+  if (auto lr = low.find(" lr"); lr != std::string::npos) {
+    size_t k = lr + 3;
+    while (k < low.size() && (low[k] == ' ' || low[k] == ':' || low[k] == '=')) ++k;
+    size_t e = k;
+    while (e < low.size() && (std::isdigit(static_cast<unsigned char>(low[e])) || low[e] == '.' || low[e] == '-' ||
+                              low[e] == 'e' || low[e] == '+'))
+      ++e;
+    if (auto v = e > k ? parse_number(low.substr(k, e - k)) : std::nullopt) r.lr = v;
+  }
+  r.eval_loss = val;
+  return r;
+}
+
 bool console_line(TextLog& log, std::string_view line) {
   ConsoleState& c = log.console;
   // A captured tqdm bar redraws with '\r' inside one line: each segment is a bar state or a print.
@@ -609,7 +718,8 @@ bool console_line(TextLog& log, std::string_view line) {
     Record e;
     e.kind = RecordKind::event;
     e.name = "error";
-    e.detail = std::string(t.substr(0, kMaxDetail));
+    e.detail = (log.line_rank() >= 0 ? fmt::format("rank {}: ", log.line_rank()) : std::string()) +
+               std::string(t.substr(0, kMaxDetail));
     log.event(std::move(e));
     return true;
   }
@@ -676,6 +786,25 @@ bool console_line(TextLog& log, std::string_view line) {
       report_console(log, std::move(r));
       return true;
     }
+  }
+  // A script's per-epoch print: "Epoch 3: Train Loss 0.9674 | Val Loss 0.9665 | LR 5.00e-05",
+  // "Epoch 1/100 - Train Loss: 4.0520, Val Loss: 3.2508", "epoch 7, loss = 0.31": the epoch is the step.
+  if (auto r = epoch_print(t)) {
+    r->t = log.t();
+    std::optional<double> val = r->eval_loss;
+    r->eval_loss.reset();
+    const int64_t step = r->step;
+    const double t_line = r->t;
+    report_console(log, std::move(*r));
+    if (val) {
+      Record e;
+      e.kind = RecordKind::eval;
+      e.step = step;
+      e.t = t_line;
+      e.eval_loss = val;
+      log.event(std::move(e));
+    }
+    return true;
   }
   const std::string phase = phase_of(t);
   if (phase == "checkpoint" && std::isfinite(log.t())) {

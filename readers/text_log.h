@@ -115,6 +115,7 @@ class TextLog {
   }
 
   Warnings* warnings() const { return w_; }
+  int line_rank() const { return line_rank_; }  // the rank the current line's torchrun prefix names, or -1
 
  private:
   struct Pending {
@@ -149,6 +150,8 @@ class TextLog {
   // trailing gap
   double last_progress_t_ = std::nan(""), last_line_t_ = std::nan("");
   std::string gap_phase_;
+  bool teardown_said_ = false;
+  int line_rank_ = -1;  // a distributed failure after the normal end was warned of
   std::vector<std::string> seen_errors_;
 };
 

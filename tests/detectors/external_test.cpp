@@ -176,7 +176,7 @@ TEST(ExternalDetector, FloodIsStoppedInBoundedTime) {
 TEST(ExternalDetector, NeverReadingStdinIsAWatcherAndStoppingHalfWayIsAnError) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = one("sleep 60");
-  EXPECT_LT(seconds_since(t0), 10);
+  EXPECT_LT(seconds_since(t0), 20);  // 2 s to be a watcher, kUndeclaredWatcherSettleS at the end, 1 s grace
   EXPECT_EQ(r.error, "");
   EXPECT_TRUE(r.watcher);
   EXPECT_TRUE(r.ended_by_harness);
@@ -184,6 +184,19 @@ TEST(ExternalDetector, NeverReadingStdinIsAWatcherAndStoppingHalfWayIsAnError) {
   r = one("head -n 10 > /dev/null; sleep 60");
   EXPECT_FALSE(r.watcher);
   EXPECT_EQ(r.error, "stopped reading stdin after 10 of 120 records: nothing read for 3 s");
+}
+
+// A slow starter (a Python detector importing its libraries) that reads its first line after 3 s is a
+// watcher for a while, then a stdin reader again: it reads every record and is not ended early.
+TEST(ExternalDetector, ASlowStarterThatBeginsToReadIsAStdinReaderAgain) {
+  auto r = one(R"(sleep 3; while read -r l; do case "$l" in *'"lr":0}'*) echo '{"cause":"lr_zero"}'; cat > /dev/null; exit 0;; esac; done)");
+  EXPECT_EQ(r.error, "");
+  EXPECT_FALSE(r.watcher);
+  EXPECT_FALSE(r.ended_by_harness);
+  EXPECT_EQ(r.exit_status, 0);
+  EXPECT_EQ(r.records_read, 120);
+  ASSERT_EQ(r.alarms.size(), 1u);
+  EXPECT_GE(r.alarms[0].step, 40);
 }
 
 // A replay re-enacts the run's files for each detector (FeedOptions::on_release); here the records go to
@@ -224,7 +237,7 @@ TEST(ExternalDetector, AFileWatcherIsFedByTheRecordedClockAndStampedByItsFiles) 
     EXPECT_TRUE(r.watcher) << prelude;
     EXPECT_TRUE(r.ended_by_harness) << prelude;
     EXPECT_GE(took, 3.0 - 0.03) << "not paced by the recorded clock";  // 100 steps of 30 ms, then the end
-    EXPECT_LT(took, 10);
+    EXPECT_LT(took, prelude.empty() ? 20 : 10);  // an undeclared watcher: kUndeclaredWatcherSettleS at the end
     ASSERT_EQ(r.alarms.size(), 1u) << prelude;
     EXPECT_GE(r.alarms[0].step, 40) << "stamped before the data it alarmed on; t " << r.alarms[0].t << " read " << r.records_read << " fed " << r.records_fed << " line " << r.alarms[0].line;
     if (prelude.empty()) {

@@ -2,6 +2,8 @@
 // the knee) once the loss stops moving beyond its noise, one value per step across restarts.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "detectors/plateau.h"
 #include "tests/detectors/stream.h"
 
@@ -16,13 +18,41 @@ PlateauStatus plateau_of(const Spec& sp, Order o = Order::by_time) {
 
 TEST(Plateau, UnknownDuringWarmup) {
   Spec sp;
-  sp.steps = 39;
+  sp.steps = 9;
   auto st = plateau_of(sp);
   EXPECT_FALSE(st.known);
   EXPECT_FALSE(st.flat);
-  EXPECT_EQ(st.detail, "need 40 loss values, have 39");
+  EXPECT_EQ(st.detail, "need 10 loss values (40 for a full window), have 9");
   sp.steps = 40;
-  EXPECT_TRUE(plateau_of(sp).known);
+  st = plateau_of(sp);
+  EXPECT_TRUE(st.known);
+  EXPECT_FALSE(st.sparse);
+  EXPECT_EQ(st.values, 40);
+}
+
+// A sparse log (a loss once per epoch) is judged on the values it has, and says so.
+TEST(Plateau, ASparseLogIsJudgedOnTheValuesItHas) {
+  Spec sp;
+  sp.steps = 39;
+  auto st = plateau_of(sp);
+  EXPECT_TRUE(st.known);
+  EXPECT_TRUE(st.sparse);
+  EXPECT_EQ(st.values, 39);
+  EXPECT_FALSE(st.flat) << st.detail;  // the healthy decay is still descending
+  EXPECT_NE(st.detail.find("(sparse: judged on the 39 loss values logged, a full window is 40)"), std::string::npos)
+      << st.detail;
+  // 17 epochs at ln 47 (noise 3e-4): flat, and it never descended
+  Plateau p;
+  for (int64_t e = 1; e <= 17; ++e) {
+    Record r;
+    r.step = e;
+    r.loss = std::log(47.0) + 3e-4 * std::sin(1.3 * static_cast<double>(e));
+    p.observe(r);
+  }
+  st = p.status();
+  EXPECT_TRUE(st.known && st.sparse && st.flat) << st.detail;
+  EXPECT_TRUE(st.never_descended) << st.detail;
+  EXPECT_NEAR(st.level, std::log(47.0), 1e-3);
 }
 
 TEST(Plateau, DescendingOnHealthyDecay) {

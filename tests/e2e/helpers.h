@@ -129,8 +129,13 @@ inline std::vector<int> processes_with(const std::string& needle) {
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string pid = e.path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos || std::stoi(pid) == getpid()) continue;
-    std::ifstream c(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(c)), std::istreambuf_iterator<char>());
+    std::string cmd;
+    try {  // a process that exits while it is read: libstdc++ throws the read's ESRCH
+      std::ifstream c(e.path() / "cmdline");
+      cmd.assign((std::istreambuf_iterator<char>(c)), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     if (cmd.find(needle) != std::string::npos) out.push_back(std::stoi(pid));
   }
   return out;

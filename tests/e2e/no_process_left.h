@@ -30,8 +30,13 @@ inline std::vector<int> processes_with_env(const std::string& entry) {
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string pid = e.path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos || std::stoi(pid) == getpid()) continue;
-    std::ifstream in(e.path() / "environ", std::ios::binary);
-    const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string env;
+    try {  // a process that exits while it is read: libstdc++ throws the read's ESRCH
+      std::ifstream in(e.path() / "environ", std::ios::binary);
+      env.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     for (size_t at = 0; at < env.size();) {
       size_t end = env.find('\0', at);
       if (end == std::string::npos) end = env.size();
@@ -46,8 +51,13 @@ inline std::vector<int> processes_with_env(const std::string& entry) {
 }
 
 inline std::string command_of(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string c;
+  try {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    c.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    return "(gone)";
+  }
   for (char& ch : c)
     if (ch == '\0') ch = ' ';
   return c.substr(0, 200);

@@ -81,7 +81,8 @@ TEST(Registry, TheFinalErrorListsEveryFormatTried) {
     FAIL();
   } catch (const ReadError& e) {
     EXPECT_EQ(std::string(e.what()),
-              p + ": no format could read it (tried wandb: no usable records; lightning: no usable records)");
+              p + ": no format could read it (tried wandb: no usable records; lightning: no usable records) (its "
+                  "columns: a, b; a table needs a loss column, e.g. loss or train_loss, and a step, an epoch or its rows)");
   }
   // One candidate only: its own message.
   const std::string q = temp_file("one/trainer_state.json", "{\"global_step\": 3}\n");
@@ -94,12 +95,13 @@ TEST(Registry, TheFinalErrorListsEveryFormatTried) {
 }
 
 TEST(Registry, ForcedFormatIsTheOnlyOneTried) {
-  const std::string p = temp_file("forced/run.csv", "_step,_runtime,train/loss\n0,1.5,2.5\n1,3.0,2.4\n");
+  const std::string p = temp_file("forced/run.csv", "_step,_runtime,train/tokens\n0,1.5,2.5\n1,3.0,2.4\n");
   try {
     read_log(p, "lightning");
     FAIL();
   } catch (const ReadError& e) {
-    EXPECT_EQ(std::string(e.what()), p + ": no usable records as lightning");
+    EXPECT_EQ(std::string(e.what()), p + ": no usable records as lightning (its columns: _step, _runtime, train/tokens; a "
+                                         "table needs a loss column, e.g. loss or train_loss, and a step, an epoch or its rows)");
   }
   EXPECT_THROW(read_log(p, "csv"), std::invalid_argument);
 }
@@ -118,6 +120,44 @@ TEST(Registry, DirectoryLayoutsInPriorityOrderWithFallback) {
   ASSERT_FALSE(d.warnings.empty());
   EXPECT_EQ(d.warnings[0], (root / "trainer_state.json").string() + ":1: \"log_history\" is not an array");
   EXPECT_EQ(locate_log(root.string()).files, std::vector<std::string>{(root / "trainer_state.json").string()});
+}
+
+}  // namespace
+}  // namespace flatline::testing
+
+namespace flatline::testing {
+namespace {
+
+// CSVLogger files that are not the usual shape, read as Lightning's: a column named by a tensor's repr,
+// and an older layout with no step column (the epoch is the step; said once, naming the columns).
+TEST(Registry, LightningCsvsOfUnusualShapesAreRead) {
+  const std::string a = temp_file("odd/metrics.csv",
+                                  "train_loss,out_tensor([0.]),out_tensor([1.]),epoch,step\n"
+                                  "0.69,,,0,49\n,0.1,0.9,0,49\n0.52,,,1,99\n,0.2,0.8,1,99\n0.41,,,2,149\n");
+  Warnings w;
+  LogData log = read_log(a);
+  EXPECT_EQ(log.format, "lightning");
+  ASSERT_EQ(log.records.size(), 3u);
+  EXPECT_EQ(log.records[2].step, 149);
+  EXPECT_DOUBLE_EQ(*log.records[2].loss, 0.41);
+  const std::string b = temp_file("old/metrics.csv",
+                                  "train_loss,epoch,created_at\n"
+                                  "2.31,0,1650000000.1\n2.11,1,1650000060.2\n1.95,2,1650000120.3\n");
+  log = read_log(b);
+  EXPECT_EQ(log.format, "lightning");
+  ASSERT_EQ(log.records.size(), 3u);
+  EXPECT_EQ(log.records[1].step, 1);
+  EXPECT_DOUBLE_EQ(*log.records[1].loss, 2.11);
+  ASSERT_FALSE(log.warnings.empty());
+  EXPECT_NE(log.warnings.front().find("no step column (columns: train_loss, epoch, created_at): the epoch ('epoch') "
+                                      "taken as the step"),
+            std::string::npos)
+      << log.warnings.front();
+  // No epoch either: the rows are the steps.
+  const std::string c = temp_file("rows/history.csv", "loss,accuracy\n0.9,0.5\n0.7,0.6\n0.6,0.7\n");
+  log = read_log(c);
+  ASSERT_EQ(log.records.size(), 3u);
+  EXPECT_EQ(log.records[2].step, 3);
 }
 
 }  // namespace
