@@ -674,8 +674,10 @@ struct DetectorFeed::Impl {
     if (d.all_shown_at == 0) d.all_shown_at = now;
     // One that closed its stdin said what it is; one that only never read it may be a slow starter
     // still importing its libraries (it becomes a stdin reader the moment it reads: classify).
+    // So that one is never ended sooner than a stdin reader would be called stalled: stall_s after it
+    // started.
     const bool declared = d.input_closed && !d.closed_by_us;
-    if (d.term_at == 0 && now - d.all_shown_at > (declared ? kWatcherSettleS : kUndeclaredWatcherSettleS)) {
+    if (d.term_at == 0 && now - d.all_shown_at > kWatcherSettleS && (declared || now - d.start > o.limits.stall_s)) {
       read_output(d);
       settle(d);
       d.res.ended_by_harness = true;

@@ -112,10 +112,10 @@ constexpr double kStopGraceS = 1.0;
 // an error for not reading; at the end, once every record is in its files, it has kWatcherSettleS to
 // read them, then SIGTERM, then its tree is killed kStopGraceS later: its normal end, not an error.
 // One that only never read its stdin (it did not close it) may be a slow starter still importing its
-// libraries: it gets kUndeclaredWatcherSettleS, and becomes a stdin reader again the moment it reads.
+// libraries: it is not ended before FeedLimits::stall_s after it started (when a stdin reader that read
+// nothing would have been an error), and becomes a stdin reader again the moment it reads.
 constexpr double kWatcherAfterS = 2.0;
 constexpr double kWatcherSettleS = 1.0;
-constexpr double kUndeclaredWatcherSettleS = 10.0;
 
 // Live records are held at most this long for a rank that has not caught up before they are released
 // out of time order (a hung rank still heartbeats every heartbeat_s; its peers must not wait for it).
