@@ -649,15 +649,18 @@ std::optional<Record> epoch_print(std::string_view t) {
   while (j < low.size() && std::isdigit(static_cast<unsigned char>(low[j]))) ++j;
   auto epoch = j > i ? parse_integer(low.substr(i, j - i)) : std::nullopt;
   if (!epoch) return std::nullopt;
-  std::optional<double> loss, val;
-  for (size_t at = low.find("loss"); at != std::string::npos; at = low.find("loss", at + 4)) {
-    size_t k = at + 4;
+  // the number after a key at `k` ("loss: 0.31", "loss = 0.31", "lr 5e-05")
+  auto number_at = [&low](size_t k) -> std::optional<double> {
     while (k < low.size() && (low[k] == ' ' || low[k] == ':' || low[k] == '=')) ++k;
     size_t e = k;
     while (e < low.size() && (std::isdigit(static_cast<unsigned char>(low[e])) || low[e] == '.' || low[e] == '-' ||
                               low[e] == 'e' || low[e] == '+'))
       ++e;
-    auto v = e > k ? parse_number(low.substr(k, e - k)) : std::nullopt;
+    return e > k ? parse_number(low.substr(k, e - k)) : std::nullopt;
+  };
+  std::optional<double> loss, val;
+  for (size_t at = low.find("loss"); at != std::string::npos; at = low.find("loss", at + 4)) {
+    auto v = number_at(at + 4);
     if (!v) continue;
     // "loss" alone, or the training/validation one ("train_loss", "Val Loss"); another model's or term's
     // ("act_loss", "critic_loss", "kl_loss") is not the curve
@@ -683,15 +686,7 @@ std::optional<Record> epoch_print(std::string_view t) {
   r.step = *epoch;
   r.epoch = *epoch;
   r.loss = loss;
-  if (auto lr = low.find(" lr"); lr != std::string::npos) {
-    size_t k = lr + 3;
-    while (k < low.size() && (low[k] == ' ' || low[k] == ':' || low[k] == '=')) ++k;
-    size_t e = k;
-    while (e < low.size() && (std::isdigit(static_cast<unsigned char>(low[e])) || low[e] == '.' || low[e] == '-' ||
-                              low[e] == 'e' || low[e] == '+'))
-      ++e;
-    if (auto v = e > k ? parse_number(low.substr(k, e - k)) : std::nullopt) r.lr = v;
-  }
+  if (auto lr = low.find(" lr"); lr != std::string::npos) r.lr = number_at(lr + 3);
   r.eval_loss = val;
   return r;
 }
