@@ -223,6 +223,16 @@ struct DetectorFeed::Impl {
   // first record was written, reads files: from now on it is fed by time (see kWatcherAfterS).
   void classify(Det& d, double now) {
     if (!d.res.error.empty()) return;
+    // closed: a write failed with EPIPE, or the pipe says its read end is gone (POLLERR on the write
+    // end), which lock-step sees before it writes again; checked for a watcher too (one classified by
+    // its silence that closes stdin later has declared itself)
+    if (!d.input_closed && d.in >= 0 && d.first_write_at > 0) {
+      pollfd p{d.in, 0, 0};
+      if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
+        d.input_closed = true;
+        close_fd(d.in);
+      }
+    }
     // A slow starter (a Python detector importing transformers reads its first line after seconds)
     // that begins to read its stdin is a stdin reader after all: it sets the pace again, and is not
     // ended at the end as a watcher is.
@@ -233,15 +243,6 @@ struct DetectorFeed::Impl {
       return;
     }
     if (d.res.watcher) return;
-    // closed: a write failed with EPIPE, or the pipe says its read end is gone (POLLERR on the write
-    // end), which lock-step sees before it writes again
-    if (!d.input_closed && d.in >= 0 && d.first_write_at > 0) {
-      pollfd p{d.in, 0, 0};
-      if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
-        d.input_closed = true;
-        close_fd(d.in);
-      }
-    }
     const bool closed_itself = d.input_closed && !d.closed_by_us;
     const bool never_read = d.consumed == 0 && d.first_write_at > 0 && now - d.first_write_at > kWatcherAfterS &&
                             d.written > 0;

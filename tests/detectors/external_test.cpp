@@ -250,6 +250,19 @@ TEST(ExternalDetector, AFileWatcherIsFedByTheRecordedClockAndStampedByItsFiles) 
   }
 }
 
+// A watcher that starts slowly (a Python interpreter on a loaded host) is a watcher by its silence
+// first; closing stdin later declares it, and it is ended 1 s after the run, not stall_s after its start.
+TEST(ExternalDetector, AWatcherThatClosesStdinLateIsEndedAsADeclaredOne) {
+  FeedOptions o = opts();
+  o.limits.stall_s = 30;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = one("sleep 3; exec 0<&-; sleep 60", o);
+  EXPECT_EQ(r.error, "");
+  EXPECT_TRUE(r.watcher);
+  EXPECT_TRUE(r.ended_by_harness);
+  EXPECT_LT(seconds_since(t0), 10) << "waited for stall_s as if it had never closed stdin";
+}
+
 // --speed applies to the watchers' clock in an unpaced replay too.
 TEST(ExternalDetector, AWatchersClockRunsAtTheReplaySpeed) {
   Reenacted re;
