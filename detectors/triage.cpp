@@ -245,16 +245,19 @@ Diagnosis Triage::diagnosis() const {
   // A sparse log is flat "by default" when its few values are noisy: only a pinned loss (spread under 5%
   // of its level) or one at chance level is evidence enough there.
   constexpr double kSparsePinned = 0.05;
-  const bool sparse_evidence = !d.plateau.sparse || !(ln_k(d.plateau) + constant_prediction(d.plateau)).empty() ||
+  // the loss's chance-level readings, each "" when it is none (formatted once, used below)
+  const std::string uniform = ln_k(d.plateau), constant = constant_prediction(d.plateau);
+  const bool at_chance = !uniform.empty() || !constant.empty();
+  const bool sparse_evidence = !d.plateau.sparse || at_chance ||
                                d.plateau.noise < kSparsePinned * std::fabs(d.plateau.level);
   if (!checklist_fired &&
       (is_frozen || (d.plateau.known && d.plateau.never_descended && !at_zero && sparse_evidence))) {
     // The flat loss is real and none of the five causes explains it (triage.h).
     Finding u;
     u.cause = kUnexplained;
-    const std::string chance = !is_frozen ? ln_k(d.plateau) + constant_prediction(d.plateau) : "";
+    const bool chance = !is_frozen && at_chance;
     // A loss at chance level is strong evidence by itself; a sparse log is less sure than a full window.
-    u.confidence = is_frozen ? 0.8 : !chance.empty() ? 0.8 : d.plateau.sparse ? 0.45 : 0.6;
+    u.confidence = is_frozen ? 0.8 : chance ? 0.8 : d.plateau.sparse ? 0.45 : 0.6;
     if (is_frozen) {
       u.onset_step = onset, u.detected_step = detected;
       u.evidence.push_back(frozen);
@@ -263,12 +266,12 @@ Diagnosis Triage::diagnosis() const {
       u.evidence.push_back(fmt::format("the loss never descended: {} (flat from its first value at step {})",
                                        d.plateau.detail, d.plateau.first_step));
     }
-    if (auto k = ln_k(d.plateau); !k.empty()) u.evidence.push_back(k);
-    if (auto c = constant_prediction(d.plateau); !c.empty()) u.evidence.push_back(c);
+    if (!uniform.empty()) u.evidence.push_back(uniform);
+    if (!constant.empty()) u.evidence.push_back(constant);
     if (d.plateau.sparse)
       u.evidence.push_back(fmt::format("how sure: a sparse log, {} loss values (a full window is {}): confidence {:.2f}{}",
                                        d.plateau.values, impl_->plateau.window(), u.confidence,
-                                       chance.empty() ? "" : ", the chance level making up for the few values"));
+                                       chance ? ", the chance level making up for the few values" : ""));
     if (!is_frozen && !impl_->frozen.still_params().empty()) u.evidence.push_back(impl_->frozen.still_params());
     if (is_frozen && d.plateau.known && d.plateau.never_descended)
       u.evidence.push_back("the loss never descended: " + d.plateau.detail);
