@@ -34,6 +34,13 @@
 //   (g) without overflow flags (TensorBoard logs the scale alone): a scale below 1 that fell on 2
 //       consecutive records: only a scaler backing off overflow after overflow gets there; onset =
 //       the first record of that decline.
+//   (h) the optimizer's own count (opt_step, the updates applied; DeepSpeed's step - skipped): of the
+//       steps between two records that carry it, >= 20% skipped and >= 10 of them beyond the run's
+//       first 30 (the initial search, however many records it spans). A healthy scaler skips about one step per growth window
+//       (1000 steps by default in DeepSpeed, Megatron and GradScaler's 2000); a fifth of the updates
+//       lost is a scaler that cannot find a scale, at any log density: a sparse log that prints the
+//       counter every few thousand steps shows it as surely as a dense one. onset = the first of the
+//       skipped steps if they all came last (the collapse is where the run ends up).
 //   onset_step = the first step of the streak (a, c) / of the low-scale stretch (b, f).
 //   fp32/bf16 runs (loss_scale always 1, or absent with overflow/skipped flags logged and never set)
 //   pass as "not fp16"; bf16's "loss scale: 1.0" never overflows, so (c) cannot fire on it. A log
@@ -65,6 +72,8 @@ constexpr double kFloor = 1.0;         // DeepSpeed min_loss_scale, Megatron --m
 constexpr int kFloorOverflows = 3;     // overflows in a row at an unchanged (or <= floor) scale
 constexpr double kZeroRise = 0.05;     // grad_zero_frac above its level at scale >= 1
 constexpr int kFalls = 2;              // consecutive falling records below 1 (no overflow flags)
+constexpr double kSkipFraction = 0.2;  // (h) share of steps skipped between two opt_step counts
+constexpr int64_t kCountedSkips = 10;  // (h) and at least this many beyond the initial search
 
 class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
  public:
@@ -137,6 +146,8 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
     int rising = 0, falls = 0;
     int64_t fall_first = -1;
     double fall_scale0 = 1;
+    // (h) the last record with an opt_step
+    int64_t count_step = -1, count_opt = -1;
   };
 
   static bool min_scale_error(std::string_view d) {
@@ -216,6 +227,28 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
       s.underflow = 0;
     }
     more_rules(r, s, bad, zero);  // zero: formatted only when a rule fires
+    if (r.opt_step) counted_skips(r, s);
+  }
+
+  // (h) the share of steps the optimizer did not apply, from its own count.
+  void counted_skips(const Record& r, Rank& s) {
+    const bool from_origin = s.count_step < 0;
+    const int64_t step0 = from_origin ? 0 : s.count_step, opt0 = from_origin ? 0 : s.count_opt;
+    const int64_t steps = r.step - step0, applied = *r.opt_step - opt0, skipped = steps - applied;
+    s.count_step = r.step;  // a restart (the step falls) or a frozen step counter starts the count again
+    s.count_opt = *r.opt_step;
+    if (steps <= 0 || applied < 0 || skipped < 0) return;
+    // the run's first kInitialSearchMax skips are its initial search, in whichever stretch they fall
+    const int64_t before = from_origin ? 0 : std::max<int64_t>(0, step0 - opt0);
+    const int64_t beyond = skipped - std::max<int64_t>(0, kInitialSearchMax - before);
+    if (beyond < kCountedSkips || static_cast<double>(skipped) < kSkipFraction * static_cast<double>(steps)) return;
+    s.fp16 = true;
+    const int64_t onset = std::max(step0 + 1, r.step - skipped + 1);
+    fire(r, s, onset, 0.85,
+         {fmt::format("{} of the {} steps {}..{} skipped ({:.0f}%; the optimizer applied {} updates: step - opt_step, "
+                      "DeepSpeed's skipped= counter): the loss scaler overflows on most steps{}",
+                      skipped, steps, step0 + 1, r.step, 100.0 * static_cast<double>(skipped) / static_cast<double>(steps),
+                      applied, s.scale <= kFloor && s.skipped_total > 0 ? fmt::format(", at its floor ({})", scale(s.scale)) : "")});
   }
 
   // (c) floor, (e) clamp, (f) rising zeros, (g) a fall below 1 without flags (the header's list).

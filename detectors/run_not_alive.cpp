@@ -90,12 +90,14 @@ bool mentions_hang(std::string s) {
 }
 
 // A rank's death as its console says it (a crash, apart from a hang): CUDA's allocator, a CUDA error, a
-// fatal signal, the elastic agent ending the others after one died.
+// fatal signal, the elastic agent ending the others after one died, a stop from outside (Ctrl-C, a launcher's
+// kill, the scheduler's cancel at a time limit): ended long after its last step, it hung first.
 bool mentions_death(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const char* w : {"out of memory", "outofmemoryerror", "cuda error", "closing signal", "segmentation fault",
                         "sigsegv", "sigabrt", "sigkill", "exitcode: -", "exitcode  : -", "exitcode: 1", "exitcode  : 1",
-                        "keyboardinterrupt", "killing subprocess", "received sigterm", " hangup "})
+                        "keyboardinterrupt", "killing subprocess", "received sigterm", " hangup ", " cancelled at ",
+                        "job step aborted", "uncaught exception"})
     if (s.find(w) != std::string::npos) return true;
   return false;
 }

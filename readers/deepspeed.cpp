@@ -18,8 +18,11 @@
 // skipped steps too; step=0 at engine start-up is the counters' origin, not a step); an overflow line
 // is one skipped step, printed before the step line of its interval. Steps are rebuilt per interval
 // (readers/text_log.h): one applied record and one skipped record per overflow (loss_scale = the
-// attempted scale). Without overflow lines, a rise in the cumulative "skipped=" count gives that
-// many skipped records (scale unknown). The minimum-scale error is one more skipped step plus an
+// attempted scale); with more overflow lines than the rise of the cumulative "skipped=" count (the fused
+// optimizer's lines are printed by every rank, log_dist's only by rank 0), the copies are read once. The
+// step record of a progress line carries opt_step = step - skipped (the updates the optimizer applied; both
+// counters are the engine's global_steps and skipped_steps, restored from a checkpoint on resume): without
+// overflow lines that count is all the log says of its skipped steps, and no skipped records are made up. The minimum-scale error is one more skipped step plus an
 // `error` event. The loss comes from the pipeline engine's line or the user's own prints.
 #include <fmt/format.h>
 
@@ -95,10 +98,12 @@ bool deepspeed_line(TextLog& log, std::string_view line) {
       return true;
     }
     if (!lr && has(line, "lr=") && w) w->push_back(log.where() + ": unreadable lr=");
-    if (k && std::isfinite(*k) && *k >= 0 && *k < 9e15) log.skipped_total(static_cast<int64_t>(*k));
+    const bool counted = k && std::isfinite(*k) && *k >= 0 && *k <= *s;
+    if (counted) log.skipped_total(static_cast<int64_t>(*k));
     if (*s == 0) return true;  // the engine's start-up report: the counters' origin
     Record r;
     r.step = static_cast<int64_t>(*s);
+    if (counted) r.opt_step = static_cast<int64_t>(*s - *k);  // global_steps - skipped_steps: the updates applied
     r.lr = lr;
     r.t = log.t();
     log.report(Source::ds_progress, std::move(r));

@@ -14,7 +14,6 @@
 namespace flatline::readers {
 namespace {
 
-constexpr int64_t kMaxSynthetic = 100000;  // skipped steps rebuilt from one rise of the skipped= counter
 constexpr size_t kMaxDetail = 400;         // characters of a failure line kept as an event's detail
 constexpr size_t kMergeBack = 64;          // emitted records searched for a late report of their step
 
@@ -109,6 +108,8 @@ std::string_view TextLog::begin_line(size_t line_no, std::string_view line) {
   if (!ts) ts = bare_timestamp(body);  // Python logging's default "2024-01-01 12:00:00,123 - ..."
   if (!ts)
     if (auto p = find(line, "datetime: "); p != std::string_view::npos) ts = bare_timestamp(line.substr(p + 10));
+  if (!ts)  // Slurm's slurmstepd: "*** JOB 123 ON node01 CANCELLED AT 2024-01-01T12:00:00 DUE TO TIME LIMIT ***"
+    if (auto p = find(line, " CANCELLED AT "); p != std::string_view::npos) ts = bare_timestamp(line.substr(p + 14));
   if (!ts && year_ > 0 && body.size() > 21 && (body[0] == '[' || std::isupper(static_cast<unsigned char>(body[0])))) {
     // glog (c10's LOG(ERROR)): "[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629]" or "E1218 20:27:21.4264 ..."
     std::string_view g = body[0] == '[' ? body.substr(1) : body;
@@ -116,6 +117,10 @@ std::string_view TextLog::begin_line(size_t line_no, std::string_view line) {
     if (std::string_view("IWEF").find(g[0]) != std::string_view::npos && mo >= 1 && mo <= 12 && dd >= 1 && g.size() > 14 &&
         g[5] == ' ')
       ts = bare_timestamp(fmt::format("{:04d}-{:02d}-{:02d} {}", year_, mo, dd, g.substr(6, 15)));
+  }
+  if (ts && any_reported_) {  // the trailing gap's own span, whatever clock the progress lines have
+    if (!after_first_ts_) after_first_ts_ = ts;
+    after_last_ts_ = ts;
   }
   if (ts && !clock_off_) {
     if (!first_ts_) first_ts_ = ts;
@@ -132,13 +137,11 @@ double TextLog::elapsed_clock() {
 }
 
 void TextLog::note_line(const std::string& phase) {
-  if (!std::isfinite(t_)) {
-    if (phase == "end") gap_phase_ = "end";
-    return;
-  }
-  last_line_t_ = std::isfinite(last_line_t_) ? std::max(last_line_t_, t_) : t_;
+  // The phase from any line (a log whose clock cannot place its lines still says what they were doing),
+  // the time from a line on the clock.
   if (phase == "end") gap_phase_ = "end";
   else if (!phase.empty() && gap_phase_ != "end") gap_phase_ = phase;
+  if (std::isfinite(t_)) last_line_t_ = std::isfinite(last_line_t_) ? std::max(last_line_t_, t_) : t_;
 }
 
 void TextLog::overflow(Overflow o) {
@@ -166,6 +169,7 @@ void merge_fields(Record& r, const Record& f, bool scale_wins) {
   if (!r.grad_norm) r.grad_norm = f.grad_norm;
   if (!r.param_norm) r.param_norm = f.param_norm;
   if (!r.samples_seen) r.samples_seen = f.samples_seen;
+  if (!r.opt_step) r.opt_step = f.opt_step;
   if (!r.step_ms) r.step_ms = f.step_ms;
   if (f.loss_scale && (scale_wins || !r.loss_scale)) r.loss_scale = f.loss_scale;
   if (!std::isfinite(r.t)) r.t = f.t;
@@ -185,6 +189,10 @@ void TextLog::report(Source src, Record fields, std::optional<int64_t> megatron_
   }
   last_line_t_ = std::nan("");
   gap_phase_.clear();
+  any_reported_ = true;
+  if (!console.exception.empty() && S > console.exception_step) console.exception.clear();  // caught: the run went on
+  after_first_ts_.reset();
+  after_last_ts_.reset();
   auto last = last_by_src_.find(s);
   if (last != last_by_src_.end()) {
     if (S == last->second) {
@@ -299,6 +307,34 @@ void TextLog::emit_overflows(std::vector<Overflow>& ovs, int64_t first_step, std
   ovs.clear();
 }
 
+void TextLog::once_per_overflow(std::vector<Overflow>& ovs, int64_t k, size_t line_no) {
+  if (static_cast<int64_t>(ovs.size()) <= k) return;
+  // Every rank prints the fused optimizer's "Grad overflow on iteration" and "Reducing dynamic loss
+  // scale" lines (only log_dist's skip line is rank 0's alone): one overflow may be read as one group
+  // per rank. The cumulative counter says how many steps were skipped: keep one of each distinct
+  // overflow (attempted -> next), the latest k; a scaler at its floor repeats the same values, so
+  // when fewer than k are distinct the latest k that name a scale are kept.
+  auto same = [](const Overflow& a, const Overflow& b) {
+    return a.attempted == b.attempted && a.next == b.next && a.min_error == b.min_error;
+  };
+  std::vector<Overflow> distinct, named;
+  for (const Overflow& o : ovs) {
+    if (!o.attempted && !o.next && !o.min_error) continue;  // a bare first line of another rank's copy
+    named.push_back(o);
+    if (std::none_of(distinct.begin(), distinct.end(), [&](const Overflow& d) { return same(d, o); })) distinct.push_back(o);
+  }
+  std::vector<Overflow>& keep = static_cast<int64_t>(distinct.size()) >= k ? distinct
+                                : static_cast<int64_t>(named.size()) >= k  ? named
+                                                                           : ovs;
+  if (w_ && !copies_said_)
+    w_->push_back(fmt::format("{}: {} overflow line groups for the {} skipped step(s) DeepSpeed's skipped= counts: "
+                              "read once each (every rank prints them)",
+                              at_line(name_, line_no), ovs.size(), k));
+  copies_said_ = true;
+  std::vector<Overflow> out(keep.end() - std::min<int64_t>(k, static_cast<int64_t>(keep.size())), keep.end());
+  ovs = std::move(out);
+}
+
 void TextLog::emit(Pending& p) {
   const int64_t S = p.rec.step;
   // The interval (prev, S]: DeepSpeed counts global_steps from 0, so the first report covers (0, S].
@@ -306,19 +342,10 @@ void TextLog::emit(Pending& p) {
   if (prev >= S) prev = S - 1;
   const int64_t n = S - prev;
   std::vector<Overflow>& ovs = p.overflows;
-  // DeepSpeed's cumulative counter says how many were skipped when no overflow line did.
-  if (ovs.empty() && p.ds_total && last_ds_total_ && *p.ds_total > *last_ds_total_) {
-    int64_t k = std::min(*p.ds_total - *last_ds_total_, n);
-    if (k > kMaxSynthetic) {  // a corrupt counter must not make millions of records
-      if (w_) w_->push_back(fmt::format("{}: skipped= rose by {}; only {} skipped steps rebuilt", at_line(name_, p.line_no), k, kMaxSynthetic));
-      k = kMaxSynthetic;
-    }
-    for (int64_t i = 0; i < k; ++i) {
-      Overflow o;
-      o.t = p.rec.t;
-      ovs.push_back(o);
-    }
-  }
+  // DeepSpeed's cumulative counter says how many were skipped when no overflow line did: the step's
+  // record carries it as opt_step (step - skipped); which steps of the interval were skipped is not
+  // logged, so no skipped records are made up for them.
+  if (p.ds_total && *p.ds_total - last_ds_total_.value_or(0) >= 1) once_per_overflow(ovs, *p.ds_total - last_ds_total_.value_or(0), p.line_no);
   if (p.ds_total) last_ds_total_ = p.ds_total;
   const bool ds_known = !ovs.empty() || p.ds_total.has_value();
   if (!ds_known) {
@@ -358,6 +385,10 @@ void TextLog::emit(Pending& p) {
       emit_overflows(ovs, prev + 1, lr);
     }
     if (after) scale_ = after;
+    // The progress line's count on the interval's last record, whichever it is (an overflow at S).
+    if (p.rec.opt_step)
+      for (size_t i = ready_.size(); i-- > 0 && ready_[i].step >= S;)
+        if (ready_[i].kind == RecordKind::step && ready_[i].step == S && !ready_[i].opt_step) ready_[i].opt_step = p.rec.opt_step;
   }
   last_closed_ = any_closed_ ? std::max(last_closed_, S) : S;
   any_closed_ = true;
@@ -367,6 +398,18 @@ void TextLog::drain(std::vector<Record>& out, bool final) {
   if (final) {
     close_through(INT64_MAX);
     if (!overflows_.empty()) emit_overflows(overflows_, (any_closed_ ? last_closed_ : 0) + 1, std::nullopt);
+    if (!console.exception.empty() && gap_phase_ != "end") {
+      // The log's last exception, and no step after it: the program ended on it.
+      Record e;
+      e.kind = RecordKind::event;
+      e.name = "error";
+      e.t = console.exception_t;
+      e.detail = "uncaught exception, the process ended: " + console.exception;
+      std::string ex = std::move(console.exception);
+      console.exception.clear();
+      if (std::none_of(seen_errors_.begin(), seen_errors_.end(), [&](const std::string& d) { return d.find(ex) != std::string::npos; }))
+        event(std::move(e));
+    }
     // The run's normal end as its last word ("training finished", "exits successfully", ...): a run_end.
     if (gap_phase_ == "end" && any_closed_) {
       Record e;
@@ -385,6 +428,27 @@ void TextLog::drain(std::vector<Record>& out, bool final) {
       h.t = last_line_t_;
       h.phase = gap_phase_;
       ready_.push_back(std::move(h));
+    } else if ((clock_off_ || !std::isfinite(last_progress_t_)) && after_first_ts_ && *after_last_ts_ > *after_first_ts_ &&
+               gap_phase_ != "end" && any_closed_) {
+      // The progress lines cannot be placed on the later lines' clock (they carry none, or the origin
+      // was fixed before any timestamp): the span of the timestamped lines after the last progress is
+      // a lower bound of how long no step came. Placed after the last step record's own time.
+      double base = last_step_raw_t_;
+      for (const Record& r : ready_)
+        if (r.kind == RecordKind::step && std::isfinite(r.t)) base = r.t;
+      if (std::isfinite(base)) {
+        const double span = *after_last_ts_ - *after_first_ts_;
+        Record h;
+        h.kind = RecordKind::heartbeat;
+        h.step = last_closed_ + 1;
+        h.t = base + span;
+        h.phase = gap_phase_;
+        ready_.push_back(std::move(h));
+        if (w_)
+          w_->push_back(fmt::format("{}: timestamped lines for {:.0f} s after the last step ({}) and no step among them; "
+                                    "the step lines carry no clock of their own, so that is a lower bound",
+                                    name_, span, last_closed_));
+      }
     }
   }
   // Hold back the trailing records of the step this line reported (see the header).
@@ -400,6 +464,7 @@ void TextLog::drain(std::vector<Record>& out, bool final) {
   }
   for (size_t i = 0; i < n; ++i) {
     Record& r = ready_[i];
+    if (r.kind == RecordKind::step && std::isfinite(r.t)) last_step_raw_t_ = r.t;
     if (std::isfinite(r.t)) r.t -= *origin_;
     out.push_back(std::move(r));
   }
@@ -444,6 +509,10 @@ bool dist_failure(std::string_view l) {
       "Killing subprocess",
       "Main process received SIGTERM",
       " Hangup ",
+      // the scheduler ending it (Slurm slurmstepd/req.c: "*** JOB|STEP <id> ON <node> CANCELLED AT <time>
+      // [DUE TO TIME LIMIT|PREEMPTION|NODE FAILURE] ***"; srun: "Job step aborted: Waiting up to N seconds")
+      " CANCELLED AT ",
+      "Job step aborted",
   };
   for (const char* p : kPatterns)
     if (has(l, p)) return true;
@@ -634,21 +703,31 @@ std::optional<Record> failure_event(std::string_view line) {
   return e;
 }
 
-// "Epoch N" (or "epoch N/M", "[Epoch N]") and a training loss on one line; the loss is the number after
-// the first "loss" word not preceded by val/valid/test/eval (within 6 characters), the validation loss
-// the one that is. Returns the step record (step = the epoch), with eval_loss holding the validation
-// loss for the caller.
+// "Epoch N" (or "epoch N/M", "[Epoch N]"), "Iteration N", "Iter N" or "Step N", and a training loss on one
+// line; the loss is the number after the first "loss" word not preceded by val/valid/test/eval (within 6
+// characters), the validation loss the one that is. Returns the step record (step = the iteration or
+// step where the line has one, else the epoch), with eval_loss holding the validation loss for the caller.
 std::optional<Record> epoch_print(std::string_view t) {
   std::string low(t.substr(0, 400));
   std::transform(low.begin(), low.end(), low.begin(), [](unsigned char c) { return std::tolower(c); });
-  const size_t ep = low.find("epoch");
-  if (ep == std::string::npos) return std::nullopt;
-  size_t i = ep + 5;
-  while (i < low.size() && (low[i] == ' ' || low[i] == ':' || low[i] == '=' || low[i] == '[')) ++i;
-  size_t j = i;
-  while (j < low.size() && std::isdigit(static_cast<unsigned char>(low[j]))) ++j;
-  auto epoch = j > i ? parse_integer(low.substr(i, j - i)) : std::nullopt;
-  if (!epoch) return std::nullopt;
+  // the integer after a counter word: "epoch 3", "Iteration 12:", "step=40", "[Epoch 2]"
+  auto counter = [&low](std::string_view word) -> std::optional<int64_t> {
+    for (size_t at = low.find(word); at != std::string::npos; at = low.find(word, at + 1)) {
+      if (at > 0 && std::isalpha(static_cast<unsigned char>(low[at - 1]))) continue;  // "substeps", "timestep"
+      size_t i = at + word.size();
+      if (i < low.size() && low[i] == 's') ++i;  // "steps 10"
+      while (i < low.size() && (low[i] == ' ' || low[i] == ':' || low[i] == '=' || low[i] == '[' || low[i] == '#')) ++i;
+      size_t j = i;
+      while (j < low.size() && std::isdigit(static_cast<unsigned char>(low[j]))) ++j;
+      if (j > i) return parse_integer(low.substr(i, j - i));
+    }
+    return std::nullopt;
+  };
+  const std::optional<int64_t> epoch = counter("epoch");
+  std::optional<int64_t> iteration = counter("iteration");
+  if (!iteration) iteration = counter("iter");
+  if (!iteration) iteration = counter("step");
+  if (!epoch && !iteration) return std::nullopt;
   // the number after a key at `k` ("loss: 0.31", "loss = 0.31", "lr 5e-05")
   auto number_at = [&low](size_t k) -> std::optional<double> {
     while (k < low.size() && (low[k] == ' ' || low[k] == ':' || low[k] == '=')) ++k;
@@ -683,12 +762,44 @@ std::optional<Record> epoch_print(std::string_view t) {
   }
   if (!loss) return std::nullopt;
   Record r;
-  r.step = *epoch;
-  r.epoch = *epoch;
+  r.step = iteration ? *iteration : *epoch;  // the finer counter is the step
+  r.epoch = epoch;
   r.loss = loss;
   if (auto lr = low.find(" lr"); lr != std::string::npos) r.lr = number_at(lr + 3);
   r.eval_loss = val;
   return r;
+}
+
+// Python's traceback.print_exception layout: "Traceback (most recent call last):" at the margin, indented
+// "  File ..." frames and source lines, then the exception at the margin: "KeyError: 8",
+// "torch.OutOfMemoryError: CUDA out of memory. ...", "RuntimeError", "KeyboardInterrupt". A chained
+// exception prints its cause first: the latest traceback's exception is the one that ended the program.
+bool exception_line(std::string_view l) {
+  size_t i = 0;
+  while (i < l.size() && (std::isalnum(static_cast<unsigned char>(l[i])) || l[i] == '_' || l[i] == '.')) ++i;
+  if (i == 0 || (i < l.size() && l[i] != ':')) return false;
+  const std::string_view name = l.substr(0, i);
+  const size_t dot = name.rfind('.');
+  const std::string_view base = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  if (base.empty() || !std::isupper(static_cast<unsigned char>(base.front()))) return false;
+  for (std::string_view end : {"Error", "Exception", "Interrupt", "Exit", "Failure", "Timeout"})
+    if (name.size() >= end.size() && name.substr(name.size() - end.size()) == end) return true;
+  return false;
+}
+
+bool traceback_line(TextLog& log, std::string_view raw) {
+  ConsoleState& c = log.console;
+  const std::string_view t = trim(raw);
+  if (t == "Traceback (most recent call last):" && !raw.empty() && raw.front() == 'T') {
+    c.in_traceback = true;
+    return true;
+  }
+  if (!c.in_traceback || raw.empty() || raw.front() == ' ' || raw.front() == '\t' || !exception_line(t)) return false;
+  c.in_traceback = false;  // its exception line; an "Original Traceback" inside the message is text
+  c.exception = std::string(t.substr(0, kMaxDetail));
+  c.exception_step = log.last_step();
+  c.exception_t = log.t();
+  return false;  // the line may also be a failure the readers know (CUDA out of memory, ...)
 }
 
 bool console_line(TextLog& log, std::string_view line) {
@@ -709,6 +820,7 @@ bool console_line(TextLog& log, std::string_view line) {
   }
   flush_dict(log, std::nullopt);
   if (root_cause(log, t)) return true;
+  if (traceback_line(log, last)) return true;
   if (dist_failure(t)) {
     Record e;
     e.kind = RecordKind::event;
@@ -782,8 +894,9 @@ bool console_line(TextLog& log, std::string_view line) {
       return true;
     }
   }
-  // A script's per-epoch print: "Epoch 3: Train Loss 0.9674 | Val Loss 0.9665 | LR 5.00e-05",
-  // "Epoch 1/100 - Train Loss: 4.0520, Val Loss: 3.2508", "epoch 7, loss = 0.31": the epoch is the step.
+  // A script's per-epoch or per-iteration print: "Epoch 3: Train Loss 0.9674 | Val Loss 0.9665 | LR 5.00e-05",
+  // "Epoch 1/100 - Train Loss: 4.0520, Val Loss: 3.2508", "epoch 7, loss = 0.31", "Iteration 12: loss=3.56",
+  // "step 400 | loss 2.31": the iteration (or step) is the step, else the epoch.
   if (auto r = epoch_print(t)) {
     r->t = log.t();
     std::optional<double> val = r->eval_loss;

@@ -15,8 +15,9 @@
 //  - skipped steps: DeepSpeed's overflow lines and its cumulative skipped= counter (the true count:
 //    Megatron-DeepSpeed's pipeline path prints "number of skipped iterations: 0" whatever happened,
 //    Megatron-DeepSpeed megatron/training.py train_step, "skipped_iter = 0" under
-//    args.deepspeed and pipeline parallelism) rebuild one record per skipped step inside the
-//    interval; without them Megatron's per-interval count marks the interval's one record;
+//    args.deepspeed and pipeline parallelism): each overflow line is one skipped record inside the
+//    interval, and the counter is the progress record's opt_step (step - skipped); without them
+//    Megatron's per-interval count marks the interval's one record;
 //  - time: from the absolute timestamps of any line (DeepSpeed's logger, Megatron's core_r0.8 prefix
 //    and "[...] datetime:" lines, glog, Python logging); a Megatron line without one is placed at the
 //    last timestamped line plus the running sum of elapsed time per iteration. t = seconds since the
@@ -61,6 +62,13 @@ struct ConsoleState {
   bool in_root_cause = false;                                // inside elastic's failure summary
   std::optional<Record> dict;  // a printed log dict waiting for the tqdm redraw that names its step
   std::string rc_rank, rc_exit, rc_trace;
+  // A Python traceback ("Traceback (most recent call last):", frames, then "SomeError: message"): the
+  // exception line of the latest one, and the step reported before it. No later step: the process died
+  // of it (drain(final) makes it an error event); a later step: it was caught and the run went on.
+  bool in_traceback = false;
+  std::string exception;
+  int64_t exception_step = -1;
+  double exception_t = std::nan("");
 };
 
 class TextLog {
@@ -128,6 +136,8 @@ class TextLog {
   void close_through(int64_t step);
   void emit(Pending& p);
   void emit_overflows(std::vector<Overflow>& ovs, int64_t first_step, std::optional<double> lr);
+  // At most k overflows for an interval DeepSpeed's skipped= counter says had k skipped steps.
+  void once_per_overflow(std::vector<Overflow>& ovs, int64_t k, size_t line_no);
   Record applied(const Pending& p, int64_t step);
 
   std::string name_;
@@ -146,9 +156,14 @@ class TextLog {
   std::optional<double> scale_;
   int top_ = -1;
   int64_t last_reported_ = 0, last_closed_ = 0, touched_ = -1;  // touched_: the step this line reported
-  bool applied_seen_ = false, any_closed_ = false;
+  bool applied_seen_ = false, any_closed_ = false, copies_said_ = false;
   // trailing gap
   double last_progress_t_ = std::nan(""), last_line_t_ = std::nan("");
+  // the timestamps of the lines after the last progress (raw, on their own clock), and the raw t of the
+  // last step record handed out
+  std::optional<double> after_first_ts_, after_last_ts_;
+  double last_step_raw_t_ = std::nan("");
+  bool any_reported_ = false;
   std::string gap_phase_;
   bool teardown_said_ = false;
   int line_rank_ = -1;  // a distributed failure after the normal end was warned of

@@ -226,7 +226,7 @@ std::vector<std::string> locate(const std::string& dir) {
   auto logs_in = [](const fs::path& d) { return files_matching(d.string(), {"*.wandb"}); };
   if (auto here = logs_in(dir); !here.empty()) return here;
   std::error_code ec;
-  for (const fs::path base : {fs::path(dir) / "wandb", fs::path(dir)}) {
+  for (const fs::path& base : {fs::path(dir) / "wandb", fs::path(dir)}) {
     std::string best_key;
     fs::path best;
     for (const auto& e : fs::directory_iterator(base, ec)) {

@@ -2,7 +2,8 @@
 // on small logs written here: a clean exit followed by the shutdown's c10d noise is healthy; ranks
 // dying of CUDA OOM are a crash, named with the rank and the error, and apart from a hang; a run stopped
 // for half an hour and then killed is a hang; a script's per-epoch prints are read; a loss at zero is no
-// plateau to explain.
+// plateau to explain; a traceback that is the log's last word is a crash, one followed by more steps
+// was caught.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -73,11 +74,54 @@ TEST(LogClasses, AScriptsPerEpochPrintsAreReadAndAFlatOneIsSaidSo) {
   EXPECT_TRUE(said) << to_text(d);
 }
 
+TEST(LogClasses, AScriptsPerIterationPrintsAreReadWithTheIterationAsTheStep) {
+  std::string its, both;
+  for (int i = 0; i < 60; ++i) {
+    its += fmt::format("0: Iteration {}: loss={:.4f}\n", i, 6.0 / (1 + 0.1 * i));  // srun --label's "0: "
+    both += fmt::format("Epoch {} step {:5d} | loss {:.4f}\n", i / 20, 100 * (i + 1), 6.0 / (1 + 0.1 * i));
+  }
+  LogData log = read_log(temp_file("classes/iterations.log", its));
+  ASSERT_EQ(log.records.size(), 60u);
+  EXPECT_EQ(log.records[59].step, 60);  // a 0-based counter is read from 1: "Iteration 0" is the first step
+  EXPECT_NEAR(*log.records[59].loss, 6.0 / 6.9, 1e-4);
+  log = read_log(temp_file("classes/epoch-and-step.log", both));
+  ASSERT_EQ(log.records.size(), 60u);
+  EXPECT_EQ(log.records[59].step, 6000);  // the finer counter
+  EXPECT_EQ(*log.records[59].epoch, 2);
+  EXPECT_EQ(diagnose(temp_file("classes/epoch-and-step.log", both)).cause, "healthy");
+}
+
 TEST(LogClasses, ALossFlatAtZeroIsNoPlateauToExplain) {
   std::string csv = "epoch,loss\n";
   for (int e = 0; e < 60; ++e) csv += fmt::format("{},{}\n", e, e < 5 ? 0.5 / (e + 1) : 0.0);
   Diagnosis d = diagnose(temp_file("classes/zero.csv", csv));
   EXPECT_EQ(d.cause, "healthy") << to_text(d);
+}
+
+TEST(LogClasses, ATracebackThatEndsTheLogIsACrashAndOneCaughtIsNot) {
+  const std::string trace =
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 88, in <module>\n"
+      "    batch = next(it)\n"
+      "KeyError: Caught KeyError in DataLoader worker process 0.\n"
+      "Original Traceback (most recent call last):\n"
+      "  File \"dataset.py\", line 52, in __getitem__\n"
+      "KeyError: 8\n";
+  // the program's last word, and no later step (tqdm's bar closing on the same step is none)
+  const std::string died = temp_file("classes/traceback.log", megatron_iterations(1, 12, 50, 812.3) + trace +
+                                                                 " 24%|##        | 12/50 [00:10<00:31,  1.20it/s]\n");
+  Diagnosis d = diagnose(died);
+  EXPECT_EQ(d.cause, "run_not_alive") << to_text(d);
+  ASSERT_FALSE(d.evidence.empty());
+  EXPECT_EQ(d.evidence[0], "the run died (a crash, not a hang) after step 12: uncaught exception, the process ended: "
+                           "KeyError: Caught KeyError in DataLoader worker process 0.");
+  // the same traceback printed by a handler, and training goes on to its end
+  const std::string caught = temp_file("classes/caught.log", megatron_iterations(1, 12, 50, 812.3) + trace +
+                                                                 megatron_iterations(13, 50, 50, 812.3));
+  EXPECT_EQ(diagnose(caught).cause, "healthy");
+  // an exception line outside a traceback is only text
+  const std::string text = temp_file("classes/text.log", megatron_iterations(1, 12, 50, 812.3) + "KeyError: 8\n");
+  EXPECT_EQ(diagnose(text).cause, "healthy");
 }
 
 }  // namespace

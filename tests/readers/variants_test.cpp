@@ -176,5 +176,47 @@ TEST(Variants, LightningWithoutLrAndInEitherOrder) {
   EXPECT_TRUE(step_record(m, 100).loss.has_value());
 }
 
+TEST(Variants, SparseFp16LogNamesTheCollapseFromDeepSpeedsSkippedCounter) {
+  // 5 progress lines in 2500 steps: the counter rose 9 -> 390 over steps 1001..1500 (381 of 500).
+  LogData log = read_log(variants("megatron-deepspeed/sparse-fp16-floor.log"));
+  EXPECT_EQ(*step_record(log, 1500).opt_step, 1500 - 390);  // step - skipped, on the step's one record
+  Diagnosis d = replay(log);
+  EXPECT_EQ(d.cause, "loss_scale_collapse");
+  EXPECT_EQ(d.onset_step, 1500 - 381 + 1);  // the skipped steps placed last: where the run ends up
+  EXPECT_EQ(d.detected_step, 1500);
+  ASSERT_FALSE(d.evidence.empty());
+  EXPECT_EQ(d.evidence[0].substr(0, 44), "381 of the 500 steps 1001..1500 skipped (76%") << d.evidence[0];
+  // the healthy twin: 10 skipped in 2500 steps (8 of them the initial search)
+  Diagnosis h = diagnose(variants("megatron-deepspeed/sparse-fp16-healthy.log"));
+  EXPECT_EQ(h.cause, "healthy") << (h.evidence.empty() ? "" : h.evidence[0]);
+  EXPECT_EQ(check_of(h, "loss_scale_collapse").state, CheckState::pass);
+}
+
+TEST(Variants, OverflowLinesEveryRankPrintsAreOneOverflowEach) {
+  // 4 ranks print each overflow's fused-optimizer lines: 14 overflows, as the skipped= counter says.
+  LogData log = read_log(variants("deepspeed/rank-copies-healthy.log"));
+  int skipped = 0;
+  for (const auto& r : log.records) skipped += r.kind == RecordKind::step && r.skipped.value_or(false);
+  EXPECT_EQ(skipped, 14);
+  EXPECT_DOUBLE_EQ(*step_record(log, 9).loss_scale, 256.0);  // the search's 9th halving attempted 256
+  Diagnosis d = replay(log);
+  EXPECT_EQ(d.cause, "healthy") << (d.evidence.empty() ? "" : d.evidence[0]);
+}
+
+TEST(Variants, ClockOnlyHangsAreRunNotAlive) {
+  // the step line has no clock; the monitor's lines span six hours after it: at least that long stuck
+  Diagnosis d = diagnose(variants("megatron/monitor-after-hang.log"));
+  EXPECT_EQ(d.cause, "run_not_alive");
+  ASSERT_FALSE(d.evidence.empty());
+  EXPECT_NE(d.evidence[0].find("after step 4000"), std::string::npos) << d.evidence[0];
+  EXPECT_NE(d.evidence[0].find("21600"), std::string::npos) << d.evidence[0];
+  // Slurm cancels it at the time limit four hours after the last iteration: a hang, then the end
+  d = diagnose(variants("megatron/slurm-time-limit-after-hang.log"));
+  EXPECT_EQ(d.cause, "run_not_alive");
+  ASSERT_FALSE(d.evidence.empty());
+  EXPECT_EQ(d.evidence[0].substr(0, 37), "no step for 14400.00 s after step 300") << d.evidence[0];
+  EXPECT_NE(d.evidence[0].find("DUE TO TIME LIMIT"), std::string::npos) << d.evidence[0];
+}
+
 }  // namespace
 }  // namespace flatline::testing

@@ -155,6 +155,103 @@ def megatron_deepspeed_pipeline():
     write("megatron-deepspeed/pipeline-fp16-floor.log", lines)
 
 
+# Megatron-DeepSpeed fp16, logged sparsely (log_interval and DeepSpeed's steps_per_print 500: 5 lines each in
+# 2500 steps, the fused optimizer's per-overflow lines not kept): the scale falls to the floor of 1 after
+# step 1000 and three steps in four overflow there. Only DeepSpeed's cumulative skipped= counter
+# (engine.py _report_progress, "step={global_steps}, skipped={skipped_steps}") and the last overflow's
+# "Attempted loss scale: 1, reducing to 1" (loss_scaler.py update_scale, through log_dist) show it.
+# The healthy twin: the same run whose scaler settles (one overflow per 1000-step growth window).
+def megatron_deepspeed_sparse(name, collapse):
+    rnd = random.Random(12)
+    lines, skipped, t = ["[2024-01-01 00:00:00,000] [INFO] [config.py:1000:print] DeepSpeedEngine configuration:"], 0, 0.0
+    scale = 2.0 ** 16
+    for s in range(1, 2501):
+        t += 1.2
+        if s <= 8:
+            skipped, scale = skipped + 1, scale / 2           # the initial search from 2^16 to 256
+        elif collapse and s > 1000:
+            scale = 1.0
+            if rnd.random() < 0.75:
+                skipped += 1
+        elif s % 1000 == 0:
+            skipped += 1                                     # a growth that overflowed, once per window
+        if s % 500 == 0:
+            if collapse and s == 2500:
+                lines.append(f"[{stamp(t)},556] [INFO] [logging.py:96:log_dist] [Rank 0] Overflow detected. Skipping step. "
+                             "Attempted loss scale: 1, reducing to 1")
+            lines.append(f"[{stamp(t)},556] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, skipped={skipped}, "
+                         f"lr=[{lr_at(s, 2500)!r}, {lr_at(s, 2500)!r}], mom=[(0.9, 0.95), (0.9, 0.95)]")
+            loss = loss_at(min(s, 1000), rnd, floor=2.4) + (0.0004 * (s - 1000) if collapse and s > 1000 else 0.0)
+            lines.append(f" iteration {s:8d}/{2500:8d} | consumed samples: {s * 32:12d} | elapsed time per iteration (ms): "
+                         f"{1200.0:.1f} | learning rate: {lr_at(s, 2500):.3E} | global batch size: {32:5d} | lm loss: "
+                         f"{loss:.6E} | loss scale: {scale:.1f} | grad norm: {2.265:.3f} | number of skipped iterations: "
+                         f"{0:3d} | number of nan iterations: {0:3d} |")
+    write(f"megatron-deepspeed/{name}.log", lines)
+
+
+# DeepSpeed fp16 on 4 ranks through its launcher: the fused optimizer's overflow lines ("Grad overflow on
+# iteration N" after the logger's header line, "Reducing dynamic loss scale from X to Y"; fp16/fused_optimizer.py
+# _update_scale) are printed by every rank, unprefixed and interleaved; log_dist's "Overflow detected. Skipping
+# step." only by rank 0. A healthy run: the initial search from 2^16 to 128, then the scale grows after each
+# window of 50 steps and the growth overflows once.
+def deepspeed_rank_copies():
+    lines, skipped, scale, window = [], 0, 65536.0, 0
+    for s in range(1, 301):
+        ts = f"[{stamp(s)},502]"
+        over = s <= 9 or window == 50
+        if over:
+            nxt = scale / 2
+            for r in range(4):
+                lines += [f"{ts} [INFO] [fused_optimizer.py:362:_update_scale] ", f"Grad overflow on iteration {s}"]
+            for r in range(4):
+                lines.append(f"{ts} [INFO] [fused_optimizer.py:363:_update_scale] Reducing dynamic loss scale from {scale} to {nxt}")
+            lines.append(f"{ts} [INFO] [logging.py:96:log_dist] [Rank 0] Overflow detected. Skipping step. Attempted loss scale: "
+                         f"{scale}, reducing to {nxt}")
+            scale, skipped, window = nxt, skipped + 1, 0
+        else:
+            window += 1
+            if window == 50:
+                for r in range(4):
+                    lines.append(f"{ts} [INFO] [fused_optimizer.py:371:_update_scale] Increasing dynamic loss scale from {scale} to {scale * 2}")
+                scale *= 2
+        if s % 10 == 0:
+            lines.append(f"{ts} [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, skipped={skipped}, lr=[5e-05, 5e-05], "
+                         "mom=[(0.9, 0.95), (0.9, 0.95)]")
+    write("deepspeed/rank-copies-healthy.log", lines)
+
+
+# The tail of a Megatron log (2021 format: no timestamps on its lines) whose job hung after iteration 4000 and
+# its evaluation: a job monitor goes on writing timestamped lines for six hours, and no iteration comes. The
+# iteration line has no clock, so only the monitor lines' own span says how long nothing advanced.
+def megatron_monitor_hang():
+    rnd = random.Random(13)
+    lines = [f" iteration {4000:8d}/{20000:8d} | consumed samples: {4000 * 256:12d} | elapsed time per iteration (ms): "
+             f"{1000.0:.1f} | learning rate: {2.5e-4:.3E} | global batch size: {256:5d} | lm loss: {loss_at(4000, rnd):.6E} |"
+             f" loss scale: {65536.0:.1f} | grad norm: {1.05:.3f} | number of skipped iterations: {0:3d} | number of nan "
+             f"iterations: {0:3d} |",
+             "-" * 80, f" validation loss at iteration 4000 | lm loss value: {2.1:.6E} | lm loss PPL: {math.exp(2.1):.6E} | ",
+             "-" * 80]
+    for h in range(0, 6 * 3600 + 1, 1800):
+        lines.append(f"{stamp(36000 + h)} job-monitor: job 4242 RUNNING on 8 nodes, log last written {h // 60} min ago")
+    write("megatron/monitor-after-hang.log", lines)
+
+
+# Slurm ends a job that stopped advancing: core_r0.8 iterations to 300, then nothing until slurmstepd's
+# "*** JOB <id> ON <node> CANCELLED AT <time> DUE TO TIME LIMIT ***" (src/slurmd/slurmstepd/req.c, the time
+# as slurm_make_time_str's default %Y-%m-%dT%H:%M:%S) four hours later.
+def megatron_slurm_time_limit():
+    rnd = random.Random(14)
+    lines, t = ["training ..."], 0.0
+    for s in range(10, 310, 10):
+        t += 8.1
+        lines.append(f" [{stamp(t)}] iteration {s:8d}/{1000:8d} | consumed samples: {s * 256:12d} | elapsed time per "
+                     f"iteration (ms): {810.0:.1f} | learning rate: {lr_at(s, 1000):.6E} | global batch size: {256:5d} | "
+                     f"lm loss: {loss_at(s, rnd):.6E} | loss scale: {1.0:.1f} | grad norm: {1.2:.3f} | number of skipped "
+                     f"iterations: {0:3d} | number of nan iterations: {0:3d} |")
+    lines.append(f"slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT {stamp(t + 4 * 3600, '%Y-%m-%dT%H:%M:%S')} DUE TO TIME LIMIT ***")
+    write("megatron/slurm-time-limit-after-hang.log", lines)
+
+
 # --- DeepSpeed ----------------------------------------------------------------------------------------------------
 # The forms of an overflow, an old progress line, pdsh prefixes, lr per parameter group and the loss from the
 # user's script, in one healthy log with an initial scale search:
@@ -327,6 +424,11 @@ if __name__ == "__main__":
     megatron_core_r08("core_r0.8-nccl-watchdog", bf16=True, hang=True)
     megatron_gap()
     megatron_deepspeed_pipeline()
+    megatron_deepspeed_sparse("sparse-fp16-floor", collapse=True)
+    megatron_deepspeed_sparse("sparse-fp16-healthy", collapse=False)
+    deepspeed_rank_copies()
+    megatron_monitor_hang()
+    megatron_slurm_time_limit()
     deepspeed_variants()
     deepspeed_floor()
     deepspeed_min_zero()
