@@ -139,6 +139,37 @@ ExternalDetectorSpec parse_detector_spec(const std::string& s) {
   return d;
 }
 
+std::string shell_script(const std::string& command) {
+  // A list, a pipeline, a background job or a subshell (an operator outside quotes) is not one command;
+  // redirections and expansions are (exec applies them to the command).
+  char quote = 0;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const char c = command[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      else if (c == '\\' && quote == '"') ++i;
+    } else if (c == '\\') {
+      ++i;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '\n' || c == '\r') {
+      return command;
+    }
+  }
+  if (quote) return command;  // unbalanced: the shell will say so
+  const size_t b = command.find_first_not_of(" \t");
+  if (b == std::string::npos) return command;
+  const std::string first = command.substr(b, command.find_first_of(" \t", b) - b);
+  if (first.find('=') != std::string::npos) return command;  // FOO=1 cmd: exec would take FOO=1 for the program
+  static const char* kNotExecutable[] = {"if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until",
+                                         "do", "done", "!", "{", "}", "[[", "function", "time", "cd", "export", "exit",
+                                         "set", "unset", ".", "source", "eval", "exec", "ulimit", "umask", "trap",
+                                         "readonly", "shift", "wait", "alias"};
+  for (const char* w : kNotExecutable)
+    if (first == w) return command;
+  return "exec " + command;
+}
+
 const std::vector<std::string>& alarm_causes() {
   static const std::vector<std::string> c = [] {
     std::vector<std::string> v;
@@ -173,6 +204,7 @@ struct DetectorFeed::Impl {
     bool input_closed = false, done = false;
     bool closed_by_us = false;         // stdin closed at the end of its input (not by the detector)
     size_t shown = 0;                  // records handed to its view of the run (on_release): its files
+    bool reverted = false;             // taken for a watcher by its silence, then it read its stdin
     double first_write_at = 0, all_shown_at = 0, term_at = 0;
     double clock_wall0 = 0, clock_t0 = 0;  // a watcher's clock (unpaced): recorded t clock_t0 at wall clock_wall0
     double progress_at = 0, closed_at = 0, start = 0;
@@ -238,6 +270,7 @@ struct DetectorFeed::Impl {
     // ended at the end as a watcher is.
     if (d.res.watcher && d.consumed > 0 && !(d.input_closed && !d.closed_by_us) && d.term_at == 0) {
       d.res.watcher = false;
+      d.reverted = true;
       d.clock_wall0 = 0;
       d.all_shown_at = 0;
       return;
@@ -291,7 +324,8 @@ struct DetectorFeed::Impl {
     std::vector<char*> envp;
     for (auto& v : env_s) envp.push_back(v.data());
     envp.push_back(nullptr);
-    const char* argv[] = {"/bin/sh", "-c", d.spec.command.c_str(), nullptr};
+    const std::string script = shell_script(d.spec.command);
+    const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
     if (!o.stderr_dir.empty())
       d.err_file = ::open((o.stderr_dir + "/" + d.spec.name + ".stderr").c_str(),
                           O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -385,7 +419,9 @@ struct DetectorFeed::Impl {
       if (o.newest_step_on_disk) a.step = std::max<int64_t>(a.step, o.newest_step_on_disk());
       a.t = run_t;
     } else if (o.mode == FeedMode::unpaced) {
-      const size_t seen = std::max(d.consumed, d.shown);
+      // A slow starter taken for a watcher had its files run ahead by the watcher clock while it was
+      // still starting; it reads its stdin, and its stamps are the records it read.
+      const size_t seen = d.reverted ? d.consumed : std::max(d.consumed, d.shown);
       if (seen > 0) {
         a.step = recs[seen - 1].step;
         a.t = recs[seen - 1].t;

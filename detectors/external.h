@@ -51,11 +51,19 @@ constexpr size_t kMaxStderrKeptBytes = 1 << 20;
 
 struct ExternalDetectorSpec {
   std::string name;     // letters, digits, '.', '_', '-', at most kMaxDetectorNameBytes (it names files and JUnit suites)
-  std::string command;  // run through /bin/sh -c
+  std::string command;  // run through /bin/sh -c (shell_script)
 };
 
 // "NAME=COMMAND" -> spec. Throws std::invalid_argument saying what is wrong.
 ExternalDetectorSpec parse_detector_spec(const std::string& s);
+
+// The script /bin/sh -c runs for COMMAND: "exec COMMAND" when it is one simple command (no list,
+// pipeline, background job or subshell outside quotes, no leading assignment, reserved word or builtin
+// that exec cannot replace), so that the detector itself is the process flatline feeds: dash, Debian's
+// /bin/sh, forks the last command and waits, holding the pipe's read end, and a detector that closes its
+// stdin to declare itself a watcher (docs/DETECTORS.md) would not be seen closing it; bash execs it
+// itself. COMMAND as written otherwise.
+std::string shell_script(const std::string& command);
 
 // The cause ids an alarm may name: every cause of the cause table but "healthy" (detectors/causes.h),
 // in table order: the checklist's and the fleet's causes, and the verdict unexplained_plateau (a plateau
