@@ -104,12 +104,9 @@ def megatron_core_r08(name, bf16=False, hang=False):
     write(f"megatron/{name}.log", lines)
 
 
-# A Megatron log whose iterations stop; half an hour later DeepSpeed's launcher (deepspeed/launcher/launch.py
-# sigkill_handler, line 319: "Killing subprocess <pid>", through deepspeed/utils/logging.py's formatter
-# "[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s] %(message)s") kills the ranks. No
-# failure line from torch: the gap alone says the run stopped.
-def megatron_gap():
-    rnd = random.Random(9)
+# core_r0.8 iteration lines 10..300 of a 1000-iteration run, 8.1 s apart (the runs that then stop): the
+# lines and the time of the last.
+def core_r08_to_300(rnd):
     lines, t = ["training ..."], 0.0
     for s in range(10, 310, 10):
         t += 8.1
@@ -117,6 +114,15 @@ def megatron_gap():
                      f"iteration (ms): {810.0:.1f} | learning rate: {lr_at(s, 1000):.6E} | global batch size: {256:5d} | "
                      f"lm loss: {loss_at(s, rnd):.6E} | loss scale: {1.0:.1f} | grad norm: {1.2:.3f} | number of skipped "
                      f"iterations: {0:3d} | number of nan iterations: {0:3d} |")
+    return lines, t
+
+
+# A Megatron log whose iterations stop; half an hour later DeepSpeed's launcher (deepspeed/launcher/launch.py
+# sigkill_handler, line 319: "Killing subprocess <pid>", through deepspeed/utils/logging.py's formatter
+# "[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s] %(message)s") kills the ranks. No
+# failure line from torch: the gap alone says the run stopped.
+def megatron_gap():
+    lines, t = core_r08_to_300(random.Random(9))
     lines.append(f"[{stamp(t + 1812, '%Y-%m-%d %H:%M:%S')},004] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4242")
     write("megatron/stopped-then-killed.log", lines)
 
@@ -240,14 +246,7 @@ def megatron_monitor_hang():
 # "*** JOB <id> ON <node> CANCELLED AT <time> DUE TO TIME LIMIT ***" (src/slurmd/slurmstepd/req.c, the time
 # as slurm_make_time_str's default %Y-%m-%dT%H:%M:%S) four hours later.
 def megatron_slurm_time_limit():
-    rnd = random.Random(14)
-    lines, t = ["training ..."], 0.0
-    for s in range(10, 310, 10):
-        t += 8.1
-        lines.append(f" [{stamp(t)}] iteration {s:8d}/{1000:8d} | consumed samples: {s * 256:12d} | elapsed time per "
-                     f"iteration (ms): {810.0:.1f} | learning rate: {lr_at(s, 1000):.6E} | global batch size: {256:5d} | "
-                     f"lm loss: {loss_at(s, rnd):.6E} | loss scale: {1.0:.1f} | grad norm: {1.2:.3f} | number of skipped "
-                     f"iterations: {0:3d} | number of nan iterations: {0:3d} |")
+    lines, t = core_r08_to_300(random.Random(14))
     lines.append(f"slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT {stamp(t + 4 * 3600, '%Y-%m-%dT%H:%M:%S')} DUE TO TIME LIMIT ***")
     write("megatron/slurm-time-limit-after-hang.log", lines)
 
