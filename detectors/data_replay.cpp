@@ -2,8 +2,13 @@
 // start, sampler state lost, a small cycle of batches).
 //
 // Signal: `batch_hash` of each step record (a hash of the batch's sample ids), per rank.
-// Window: per rank, every hash ever seen with the step it was first seen at; and the last 3 step
-//   records that carried a hash.
+// Window: per rank, the hashes seen with the step each was first seen at (the latest per_rank_ of
+//   them, see kHashBudget); the last 3 step records that carried a hash; and anchors that are kept
+//   however long the run: the rank's first kOriginAnchors batches, and the first kEpochAnchors of each
+//   of its last kAnchoredEpochs epochs (`epoch` of the records). A loader that starts over (a resume
+//   that lost the sampler's position: epoch 0 from its first batch, or the current epoch from its
+//   start) replays exactly those batches first, so the replay is recognised at any length of run,
+//   when the history of every batch no longer fits in memory.
 // Warm-up: none needed: a repeat needs an earlier sighting, so the first batches can never fire.
 // Thresholds:
 //   a record is a repeat when its hash was first seen at a DIFFERENT step number.
@@ -44,6 +49,8 @@ constexpr int kRepeats = 2;     // repeats within the window that fire
 // per rank: 1024 steps of history at 1024 ranks, 16384 at 64. A replay of batches older than that
 // is not recognised.
 constexpr size_t kHashBudget = size_t{1} << 20, kMinPerRank = 1024;
+// Anchors per rank (see Window): 32 + 16 x 16 = 288 hashes, 4.6 KiB of slots; 75 MB at 16,384 ranks.
+constexpr int64_t kOriginAnchors = 32, kEpochAnchors = 16, kAnchoredEpochs = 16;
 
 class DataReplay final : public BlockDetector<DataReplay> {
  public:
@@ -57,6 +64,8 @@ class DataReplay final : public BlockDetector<DataReplay> {
     if (r.kind == RecordKind::event && r.name == "resume" && r.rank >= 0) {
       Rank& s = ranks_[r.rank];
       if (s.first_seen) s.first_seen->forget_after(r.step);
+      if (s.origin) s.origin->forget_after(r.step);
+      if (s.epochs) s.epochs->forget_after(r.step);
       s.n_last = 0;
       return;
     }
@@ -97,6 +106,9 @@ class DataReplay final : public BlockDetector<DataReplay> {
     std::optional<int64_t> position, position_step;  // the last samples_seen and its step
     bool hashed = false;                             // this rank logs batch hashes
     std::optional<HashHistory> first_seen;  // hash -> step it was first seen at (the latest per_rank_)
+    std::optional<HashHistory> origin, epochs;  // the anchors (see Window)
+    int64_t origin_n = 0, epoch_n = 0;
+    std::optional<int64_t> epoch;               // of the last hashed record
     Seen last[kWindow];                     // the last kWindow hashed records, oldest first
     size_t n_last = 0;
   };
@@ -105,7 +117,27 @@ class DataReplay final : public BlockDetector<DataReplay> {
     hashed_ = true;
     s.hashed = true;
     const uint64_t h = *r.batch_hash;
-    const auto [seen_step, inserted] = s.first_seen->find_or_insert(h, r.step);
+    auto [seen_step, inserted] = s.first_seen->find_or_insert(h, r.step);
+    if (inserted) {
+      // New to the history: an anchor (a batch too old for the history) when it is one; else, at the
+      // start of the run or of an epoch, it becomes one.
+      if (!s.origin) s.origin.emplace(kOriginAnchors), s.epochs.emplace(kEpochAnchors * kAnchoredEpochs);
+      if (r.epoch != s.epoch) s.epoch_n = 0;
+      s.epoch = r.epoch;
+      // (while the history has forgotten nothing, it holds every anchor: nothing to look up)
+      std::optional<int64_t> old;
+      if (s.first_seen->evicted()) {
+        old = s.origin->find(h, r.step);
+        if (!old) old = s.epochs->find(h, r.step);
+      }
+      if (old && *old != r.step) {
+        seen_step = *old;
+        inserted = false;
+      } else {
+        if (s.origin_n < kOriginAnchors && !old) ++s.origin_n, s.origin->find_or_insert(h, r.step);
+        if (r.epoch && s.epoch_n < kEpochAnchors && !old) ++s.epoch_n, s.epochs->find_or_insert(h, r.step);
+      }
+    }
     const bool repeat = !inserted && seen_step != r.step;  // same step again = a restart re-running it
     if (repeat) ++s.repeats;
     if (inserted) ++s.distinct;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,16 @@ class HashHistory {
     return gone;
   }
 
+  // The step `h` was first seen at, if it is known (nothing is remembered).
+  std::optional<int64_t> find(uint64_t h, int64_t step) const {
+    if (slots_.empty()) return std::nullopt;
+    const std::size_t i = slot_of(tag(h));
+    if (empty(i)) return std::nullopt;
+    return step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step);
+  }
+  // Whether it ever forgot its oldest to make room: from then on a hash it does not know may be old.
+  bool evicted() const { return evicted_; }
+
   // The step `h` was first seen at and false when it is known; else remembers (h, step) and returns
   // (step, true).
   std::pair<int64_t, bool> find_or_insert(uint64_t h, int64_t step) {
@@ -57,6 +68,7 @@ class HashHistory {
     std::size_t i = slot_of(t);
     if (!empty(i)) return {step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step), false};
     if (count_ == cap_) {  // forget the oldest
+      evicted_ = true;
       erase(ring_[head_]);
       ring_[head_] = t;
       head_ = (head_ + 1) % cap_;
@@ -119,6 +131,7 @@ class HashHistory {
   }
 
   std::size_t cap_, count_ = 0, head_ = 0, mask_ = 0;
+  bool evicted_ = false;
   std::vector<Slot> slots_;
   std::vector<uint32_t> ring_;  // tags in insertion order, for forgetting the oldest
 };

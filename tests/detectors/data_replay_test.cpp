@@ -1,6 +1,7 @@
 // data_replay: silent at the start of a run, on healthy noise, on a restart that re-runs steps with
 // the same batches, and on isolated repeats; fires when a resumed loader starts its epoch over and
-// when the loader cycles a small window.
+// when the loader cycles a small window; at fleet scale, when it starts over long after the history
+// forgot its first batches.
 #include <gtest/gtest.h>
 
 #include "tests/detectors/stream.h"
@@ -165,6 +166,49 @@ TEST(DataReplayDetector, OddDataDoesNotThrow) {
     EXPECT_NO_THROW(d->observe(r));
   }
   EXPECT_NO_THROW(d->check());
+}
+
+// At fleet scale the history holds 1024 batches a rank (1024 ranks): a loader that starts over long
+// after its first batches were forgotten still replays the anchors, the first batches of the run and of
+// each epoch. One rank of 1024; epochs of `epoch_len` steps; a restart at `resume_at` + 200 resumes from
+// the checkpoint of `resume_at`, and the loader goes on from `replay_from` (itself when healthy).
+std::vector<Record> long_run(int64_t epoch_len, int64_t resume_at, int64_t replay_from) {
+  std::vector<Record> out;
+  auto step_record = [&](int64_t step, int64_t batch) {
+    Record r;
+    r.step = step;
+    r.t = static_cast<double>(out.size());
+    r.epoch = (batch - 1) / epoch_len;
+    r.batch_hash = mix64(static_cast<uint64_t>(batch));
+    out.push_back(r);
+  };
+  for (int64_t s = 1; s <= resume_at + 200; ++s) step_record(s, s);
+  Record e;
+  e.kind = RecordKind::event;
+  e.name = "resume";
+  e.step = resume_at;
+  e.t = static_cast<double>(out.size());
+  out.push_back(e);
+  for (int64_t s = resume_at + 1; s <= resume_at + 300; ++s) step_record(s, replay_from + (s - resume_at - 1));
+  return out;
+}
+
+TEST(DataReplayDetector, AReplayOfBatchesLongForgottenIsFoundByTheAnchors) {
+  // epoch 0 from its first batch, 40,000 steps on
+  auto f = run_detector(kCause, long_run(1000, 40000, 1), 1024)->finding();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 40001);
+  EXPECT_EQ(f->detected_step, 40002);
+  EXPECT_EQ(f->evidence[1], "rank 0: first replayed batch at step 40001 (seen at step 1)");
+  // the current epoch from its start, 1,900 steps in (the history keeps 1,024)
+  f = run_detector(kCause, long_run(2000, 3900, 2001), 1024)->finding();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 3901);
+  EXPECT_EQ(f->evidence[1], "rank 0: first replayed batch at step 3901 (seen at step 2001)");
+  // the healthy twin: the restart re-runs steps 40001.. with their own batches
+  auto d = run_detector(kCause, long_run(1000, 40000, 40001), 1024);
+  EXPECT_FALSE(d->finding()) << d->finding()->evidence[0];
+  EXPECT_EQ(d->check().state, CheckState::pass);
 }
 
 }  // namespace
