@@ -196,8 +196,7 @@ TEST(ExternalDetector, ASlowStarterThatBeginsToReadIsAStdinReaderAgain) {
   EXPECT_EQ(r.exit_status, 0);
   EXPECT_EQ(r.records_read, 120);
   ASSERT_EQ(r.alarms.size(), 1u);
-  // stamped by the record it read, not by its files (fed by the clock while it was taken for a watcher)
-  EXPECT_EQ(r.alarms[0].step, 40);
+  EXPECT_GE(r.alarms[0].step, 40);  // stamped at arrival: it reads on (cat) while its alarm is read
 }
 
 // A replay re-enacts the run's files for each detector (FeedOptions::on_release); here the records go to
