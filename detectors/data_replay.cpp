@@ -121,7 +121,10 @@ class DataReplay final : public BlockDetector<DataReplay> {
     if (inserted) {
       // New to the history: an anchor (a batch too old for the history) when it is one; else, at the
       // start of the run or of an epoch, it becomes one.
-      if (!s.origin) s.origin.emplace(kOriginAnchors), s.epochs.emplace(kEpochAnchors * kAnchoredEpochs);
+      if (!s.origin) {
+        s.origin.emplace(kOriginAnchors);
+        s.epochs.emplace(kEpochAnchors * kAnchoredEpochs);
+      }
       if (r.epoch != s.epoch) s.epoch_n = 0;
       s.epoch = r.epoch;
       // (while the history has forgotten nothing, it holds every anchor: nothing to look up)
@@ -133,9 +136,15 @@ class DataReplay final : public BlockDetector<DataReplay> {
       if (old && *old != r.step) {
         seen_step = *old;
         inserted = false;
-      } else {
-        if (s.origin_n < kOriginAnchors && !old) ++s.origin_n, s.origin->find_or_insert(h, r.step);
-        if (r.epoch && s.epoch_n < kEpochAnchors && !old) ++s.epoch_n, s.epochs->find_or_insert(h, r.step);
+      } else if (!old) {
+        if (s.origin_n < kOriginAnchors) {
+          ++s.origin_n;
+          s.origin->find_or_insert(h, r.step);
+        }
+        if (r.epoch && s.epoch_n < kEpochAnchors) {
+          ++s.epoch_n;
+          s.epochs->find_or_insert(h, r.step);
+        }
       }
     }
     const bool repeat = !inserted && seen_step != r.step;  // same step again = a restart re-running it

@@ -35,7 +35,7 @@ class HashHistory {
       const uint32_t t = ring_[(head_ + k) % n];
       const std::size_t i = slot_of(t);
       if (empty(i)) continue;
-      const int64_t first = step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step);
+      const int64_t first = first_step(i, step);
       if (first <= step) kept.push_back(slots_[i]);
     }
     const std::size_t gone = count_ - kept.size();
@@ -55,7 +55,7 @@ class HashHistory {
     if (slots_.empty()) return std::nullopt;
     const std::size_t i = slot_of(tag(h));
     if (empty(i)) return std::nullopt;
-    return step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step);
+    return first_step(i, step);
   }
   // Whether it ever forgot its oldest to make room: from then on a hash it does not know may be old.
   bool evicted() const { return evicted_; }
@@ -66,7 +66,7 @@ class HashHistory {
     if (slots_.empty()) resize(64);
     const uint32_t t = tag(h);
     std::size_t i = slot_of(t);
-    if (!empty(i)) return {step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step), false};
+    if (!empty(i)) return {first_step(i, step), false};
     if (count_ == cap_) {  // forget the oldest
       evicted_ = true;
       erase(ring_[head_]);
@@ -100,6 +100,10 @@ class HashHistory {
     h ^= h >> 33;
     const auto t = static_cast<uint32_t>(h >> 32);
     return t ? t : 1u;
+  }
+  // Slot i's first step, restored from its low 32 bits against `step` (exact within 2^31 steps).
+  int64_t first_step(std::size_t i, int64_t step) const {
+    return step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step);
   }
   std::size_t ideal(uint32_t t) const { return static_cast<std::size_t>((t * 0x9e3779b97f4a7c15ULL) >> 24) & mask_; }
   bool empty(std::size_t i) const { return slots_[i].tag == 0; }

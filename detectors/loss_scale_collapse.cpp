@@ -36,8 +36,9 @@
 //       the first record of that decline.
 //   (h) the optimizer's own count (opt_step, the updates applied; DeepSpeed's step - skipped): of the
 //       steps between two records that carry it, >= 20% skipped and >= 10 of them beyond the run's
-//       first 30 (the initial search, however many records it spans). A healthy scaler skips about one step per growth window
-//       (1000 steps by default in DeepSpeed, Megatron and GradScaler's 2000); a fifth of the updates
+//       first 30 (the initial search, however many records it spans). A healthy scaler skips about
+//       one step per growth window (1000 steps by default in DeepSpeed and Megatron, 2000 in
+//       GradScaler); a fifth of the updates
 //       lost is a scaler that cannot find a scale, at any log density: a sparse log that prints the
 //       counter every few thousand steps shows it as surely as a dense one. onset = the first of the
 //       skipped steps if they all came last (the collapse is where the run ends up).

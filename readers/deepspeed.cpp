@@ -20,10 +20,10 @@
 // (readers/text_log.h): one applied record and one skipped record per overflow (loss_scale = the
 // attempted scale); with more overflow lines than the rise of the cumulative "skipped=" count (the fused
 // optimizer's lines are printed by every rank, log_dist's only by rank 0), the copies are read once. The
-// step record of a progress line carries opt_step = step - skipped (the updates the optimizer applied; both
-// counters are the engine's global_steps and skipped_steps, restored from a checkpoint on resume): without
-// overflow lines that count is all the log says of its skipped steps, and no skipped records are made up. The minimum-scale error is one more skipped step plus an
-// `error` event. The loss comes from the pipeline engine's line or the user's own prints.
+// step record of a progress line carries opt_step = step - skipped (the updates the optimizer applied;
+// both counters are the engine's global_steps and skipped_steps, restored from a checkpoint on resume):
+// without overflow lines that count is all the log says of its skipped steps, and no skipped records are
+// made up. The minimum-scale error is one more skipped step plus an `error` event. The loss comes from the pipeline engine's line or the user's own prints.
 #include <fmt/format.h>
 
 #include <cctype>

@@ -345,8 +345,11 @@ void TextLog::emit(Pending& p) {
   // DeepSpeed's cumulative counter says how many were skipped when no overflow line did: the step's
   // record carries it as opt_step (step - skipped); which steps of the interval were skipped is not
   // logged, so no skipped records are made up for them.
-  if (p.ds_total && *p.ds_total - last_ds_total_.value_or(0) >= 1) once_per_overflow(ovs, *p.ds_total - last_ds_total_.value_or(0), p.line_no);
-  if (p.ds_total) last_ds_total_ = p.ds_total;
+  if (p.ds_total) {
+    const int64_t rise = *p.ds_total - last_ds_total_.value_or(0);
+    if (rise >= 1) once_per_overflow(ovs, rise, p.line_no);
+    last_ds_total_ = p.ds_total;
+  }
   const bool ds_known = !ovs.empty() || p.ds_total.has_value();
   if (!ds_known) {
     // One record for the line; Megatron's count marks it.
@@ -420,35 +423,33 @@ void TextLog::drain(std::vector<Record>& out, bool final) {
       ready_.push_back(std::move(e));
     }
     // A later timestamped line after the last progress: the process was still writing and not stepping.
-    if (std::isfinite(last_line_t_) && std::isfinite(last_progress_t_) && last_line_t_ > last_progress_t_ &&
-        gap_phase_ != "end") {
-      Record h;
-      h.kind = RecordKind::heartbeat;
-      h.step = (any_closed_ ? last_closed_ : 0) + 1;
-      h.t = last_line_t_;
-      h.phase = gap_phase_;
-      ready_.push_back(std::move(h));
-    } else if ((clock_off_ || !std::isfinite(last_progress_t_)) && after_first_ts_ && *after_last_ts_ > *after_first_ts_ &&
-               gap_phase_ != "end" && any_closed_) {
-      // The progress lines cannot be placed on the later lines' clock (they carry none, or the origin
-      // was fixed before any timestamp): the span of the timestamped lines after the last progress is
-      // a lower bound of how long no step came. Placed after the last step record's own time.
-      double base = last_step_raw_t_;
-      for (const Record& r : ready_)
-        if (r.kind == RecordKind::step && std::isfinite(r.t)) base = r.t;
-      if (std::isfinite(base)) {
+    double hb_t = std::nan("");
+    if (gap_phase_ != "end") {
+      if (std::isfinite(last_line_t_) && std::isfinite(last_progress_t_) && last_line_t_ > last_progress_t_) {
+        hb_t = last_line_t_;
+      } else if ((clock_off_ || !std::isfinite(last_progress_t_)) && after_first_ts_ && *after_last_ts_ > *after_first_ts_ &&
+                 any_closed_) {
+        // The progress lines cannot be placed on the later lines' clock (they carry none, or the origin
+        // was fixed before any timestamp): the span of the timestamped lines after the last progress is
+        // a lower bound of how long no step came. Placed after the last step record's own time.
+        double base = last_step_raw_t_;
+        for (const Record& r : ready_)
+          if (r.kind == RecordKind::step && std::isfinite(r.t)) base = r.t;
         const double span = *after_last_ts_ - *after_first_ts_;
-        Record h;
-        h.kind = RecordKind::heartbeat;
-        h.step = last_closed_ + 1;
-        h.t = base + span;
-        h.phase = gap_phase_;
-        ready_.push_back(std::move(h));
-        if (w_)
+        hb_t = base + span;
+        if (std::isfinite(base) && w_)
           w_->push_back(fmt::format("{}: timestamped lines for {:.0f} s after the last step ({}) and no step among them; "
                                     "the step lines carry no clock of their own, so that is a lower bound",
                                     name_, span, last_closed_));
       }
+    }
+    if (std::isfinite(hb_t)) {
+      Record h;
+      h.kind = RecordKind::heartbeat;
+      h.step = (any_closed_ ? last_closed_ : 0) + 1;
+      h.t = hb_t;
+      h.phase = gap_phase_;
+      ready_.push_back(std::move(h));
     }
   }
   // Hold back the trailing records of the step this line reported (see the header).
