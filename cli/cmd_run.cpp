@@ -23,14 +23,17 @@ struct Args {
   std::string scenario, out = "runs", rank_wrapper, master_addr;
   bool oversubscribe = false;
   PlacementArgs placement;
+  TrainerArg trainer;
 };
 
 int run(const Args& a) {
   const std::string text = read_text_file(a.scenario);
   Scenario s = load_scenario_text(text, a.scenario);
   a.placement.apply(s);
-  std::cout << fmt::format("flatline run {}: {} ranks, {} steps ({} on {})\n", s.name, s.world_size, s.steps,
-                           s.model.kind, s.data.kind)
+  a.trainer.apply(s);
+  std::cout << fmt::format("flatline run {}: {} ranks, {} steps ({})\n", s.name, s.world_size, s.steps,
+                           s.trainer.command.empty() ? fmt::format("{} on {}", s.model.kind, s.data.kind)
+                                                     : "external trainer: " + s.trainer.command)
             << std::flush;
   LaunchOptions o;
   o.run_dir = a.out + "/" + s.name;
@@ -69,6 +72,7 @@ FLATLINE_COMMAND("run", "train a scenario's ranks, diagnose live, print the diag
                  "a command each rank runs under, {rank} replaced by its rank (numactl ..., ip netns exec host{rank})");
   sub.add_option("--master-addr", a->master_addr, "MASTER_ADDR for the ranks (default 127.0.0.1): rank 0's host");
   a->placement.add(sub);
+  a->trainer.add(sub);
   return [a] { return run(*a); };
 });
 

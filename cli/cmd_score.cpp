@@ -55,6 +55,7 @@ struct Args {
   std::vector<std::string> inputs, detectors, formats, gate;
   std::string out = "runs", json, junit;
   PlacementArgs placement;
+  TrainerArg trainer;
   bool realtime = false, confirm = false, oversubscribe = false;
   double speed = 0;
   double stall_s = FeedLimits{}.stall_s, exit_s = FeedLimits{}.exit_s;
@@ -227,6 +228,7 @@ int score(const Args& a) {
     if (in.recorded.empty()) {
       s = load_scenario_text(in.text, in.source);  // fail fast
       a.placement.apply(s);
+      a.trainer.apply(s);
       if (s.fleet_only) {  // for `flatline simulate`: said, not silently dropped
         std::cout << fmt::format("skip {}: fleet-only (world_size {}): flatline simulate {}\n", in.source,
                                  s.world_size, in.source);
@@ -406,6 +408,7 @@ FLATLINE_COMMAND("score", "score the built-in detectors, and external ones, on a
   sub.add_option("--out", a->out, "where trained runs are recorded, as a corpus (default runs/)");
   sub.add_option("--json", a->json, "also write the scoreboard as JSON");
   a->placement.add(sub);
+  a->trainer.add(sub);
   sub.add_option("--junit", a->junit, "also write JUnit XML (one testcase per scenario x detector)");
   sub.add_flag("--realtime", a->realtime, "replays: pace the records by their recorded time (default: as fast as each detector reads)");
   sub.add_option("--speed", a->speed, "replays: X times faster than recorded (implies --realtime)")

@@ -38,6 +38,16 @@ struct PlacementArgs {
   void apply(Scenario& s) const;
 };
 
+// `--trainer CMD`: the script each rank of an external-trainer scenario runs (docs/DESIGN.md §16),
+// replacing the command the scenario names, run in the current directory: one suite of scenarios,
+// scenarios/external/, scores several training scripts. apply() throws ScenarioError for a scenario of
+// flatline's own trainer.
+struct TrainerArg {
+  std::string command;
+  void add(CLI::App& sub);
+  void apply(Scenario& s) const;
+};
+
 }  // namespace flatline::cli
 
 #define FLATLINE_CONCAT_(a, b) a##b

@@ -27,7 +27,9 @@
 #include "core/interrupt.h"
 #include "core/ports.h"
 #include "core/protocol.h"
+#include "detectors/external.h"
 #include "faults/effects.h"
+#include "faults/plan_json.h"
 #include "sim/build_info.h"
 #include "telemetry/jsonl.h"
 
@@ -126,6 +128,15 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
       {kEnvMasterPort, std::to_string(port)},
       {kEnvRunT0, fmt::format("{:.6f}", t0)}};
   if (o.threads_per_rank > 0) vars.emplace_back(kEnvThreads, std::to_string(o.threads_per_rank));
+  const bool external = !s.trainer.command.empty();
+  if (external) {  // the probe's variables (docs/DESIGN.md §16); torch's intra-op threads as torchrun sets them
+    const std::string dir = fs::absolute(o.run_dir).string();
+    vars.insert(vars.end(), {{kEnvProbeRunDir, dir}, {kEnvProbePlan, dir + "/plan.json"},
+                             {kEnvProbeResume, start == LaunchOptions::Start::fresh ? "0" : "1"}});
+    if (!std::getenv("OMP_NUM_THREADS"))
+      vars.emplace_back("OMP_NUM_THREADS",
+                        std::to_string(o.threads_per_rank > 0 ? o.threads_per_rank : std::max(1, this_machine().cores / s.world_size)));
+  }
   const std::vector<std::string> env = rank_env(vars);
   std::vector<const char*> envp;
   for (const auto& e : env) envp.push_back(e.c_str());
@@ -141,15 +152,20 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
     words.push_back(std::move(w));
     at = e;
   }
-  for (const char* w : {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()}) words.push_back(w);
-  if (start == LaunchOptions::Start::resume) words.push_back("--resume");
-  if (start == LaunchOptions::Start::carry_on) words.push_back("--carry-on");
-  words.insert(words.end(), o.worker_args.begin(), o.worker_args.end());
-  if (!o.device.empty()) words.insert(words.end(), {"--device", o.device});
-  if (!o.process_group.empty()) words.insert(words.end(), {"--process-group", o.process_group});
-  std::string formats;
-  for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
-  if (!formats.empty()) words.insert(words.end(), {"--formats", formats});
+  if (external) {
+    words.insert(words.end(), {"/bin/sh", "-c", shell_script(s.trainer.command)});
+  } else {
+    for (const char* w : {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()}) words.push_back(w);
+    if (start == LaunchOptions::Start::resume) words.push_back("--resume");
+    if (start == LaunchOptions::Start::carry_on) words.push_back("--carry-on");
+    words.insert(words.end(), o.worker_args.begin(), o.worker_args.end());
+    if (!o.device.empty()) words.insert(words.end(), {"--device", o.device});
+    if (!o.process_group.empty()) words.insert(words.end(), {"--process-group", o.process_group});
+    std::string formats;
+    for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
+    if (!formats.empty()) words.insert(words.end(), {"--formats", formats});
+  }
+  const std::string cwd = external ? s.trainer.cwd : "";
   std::vector<const char*> argv;
   for (const auto& w : words) argv.push_back(w.c_str());
   argv.push_back(nullptr);
@@ -165,8 +181,13 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
+      const char msg[] = "flatline launcher: cannot enter the trainer's cwd\n";
+      (void)!write(2, msg, sizeof msg - 1);
+      _exit(kExitExecFailed);
+    }
     execvpe(argv[0], const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp.data()));
-    const char msg[] = "flatline launcher: exec of the worker (or its --rank-wrapper) failed\n";
+    const char msg[] = "flatline launcher: exec of the worker (or its --rank-wrapper, or the trainer's shell) failed\n";
     (void)!write(2, msg, sizeof msg - 1);
     _exit(kExitExecFailed);
   }
@@ -511,6 +532,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   fs::create_directories(o.run_dir + "/telemetry");
   fs::create_directories(o.run_dir + "/logs");
   write_file_atomic(o.run_dir + "/scenario.yaml", yaml_text, "the scenario");
+  if (!s.trainer.command.empty()) write_file_atomic(o.run_dir + "/plan.json", plan_json(s), "the probe's plan");
 
   Manifest& m = res.manifest;
   m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));

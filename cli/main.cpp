@@ -57,6 +57,22 @@ void PlacementArgs::apply(Scenario& s) const {
   if (given()) set_placement(s, device.empty() ? s.device : device, process_group, "--device/--process-group");
 }
 
+void TrainerArg::add(CLI::App& sub) {
+  sub.add_option("--trainer", command,
+                 "the command each rank of an external-trainer scenario runs instead of the one it names "
+                 "(in the current directory)");
+}
+
+void TrainerArg::apply(Scenario& s) const {
+  if (command.empty()) return;
+  if (s.trainer.command.empty())
+    throw ScenarioError(fmt::format("{}: --trainer replaces the command of a scenario with an external 'trainer', "
+                                    "and scenario {} trains flatline's own model (scenarios/external/ have one)",
+                                    s.source, s.name));
+  s.trainer.command = command;
+  s.trainer.cwd = std::filesystem::current_path().string();
+}
+
 std::string read_text_file(const std::string& path) { return read_scenario_file(path); }
 
 }  // namespace flatline::cli

@@ -22,7 +22,7 @@ namespace {
 // detectors/ holds external detectors' stderr (detectors/external.h), formats/ the foreign-format logs
 // (telemetry/writers/writer.h), confirm/ a confirmation's replays (confirm/confirm.h).
 const std::set<std::string>& run_entries() {
-  static const std::set<std::string> s = {"scenario.yaml",      "manifest.json",      "manifest.json.tmp",
+  static const std::set<std::string> s = {"scenario.yaml", "plan.json", "plan.json.tmp", "manifest.json",      "manifest.json.tmp",
                                           "diagnosis.json",     "diagnosis.json.tmp", "telemetry",
                                           "logs",               "checkpoints",        "telemetry_warnings.txt",
                                           "detectors",          "formats",            "confirm",

@@ -26,6 +26,14 @@ constexpr const char* kEnvSlurmLocalWorldSize = "SLURM_NTASKS_PER_NODE";
 // it), and the intra-op threads per rank (default: cores / local ranks, at least 1).
 constexpr const char* kEnvRunT0 = "FLATLINE_RUN_T0";
 constexpr const char* kEnvThreads = "FLATLINE_THREADS";
+// An external trainer's ranks (docs/DESIGN.md §16), read by the Python probe (python/flatline_probe):
+// the run directory its telemetry goes to, the plan it carries out (faults/plan_json.h), and 1 when the
+// launcher started them again to resume (0 on the first start). FLATLINE_SCENARIO instead of
+// FLATLINE_PLAN: a scenario file the probe plans itself with `flatline plan` (under another launcher).
+constexpr const char* kEnvProbeRunDir = "FLATLINE_RUN_DIR";
+constexpr const char* kEnvProbePlan = "FLATLINE_PLAN";
+constexpr const char* kEnvProbeResume = "FLATLINE_RESUME";
+constexpr const char* kEnvProbeScenario = "FLATLINE_SCENARIO";
 constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;  // torchrun's default
 // The network interface Gloo binds (torch.distributed's own variable, ProcessGroupGloo

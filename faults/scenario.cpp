@@ -181,7 +181,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   c.only_keys(root, "the scenario",
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
                "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "formats", "fleet_only", "faults", "expect"});
+               "log_every", "formats", "fleet_only", "trainer", "faults", "expect"});
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -322,6 +322,26 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
       if (first > s.steps)
         c.fail(f, fmt::format("the fault starts at step {}, after the run's last step {}", first, s.steps));
     }
+  }
+  if (auto t = root["trainer"]) {
+    c.expect_map(t, "trainer");
+    c.only_keys(t, "trainer", {"command", "cwd"});
+    if (!t["command"]) c.fail(t, "'trainer' needs 'command' (the script each rank runs, e.g. \"python train.py\")");
+    c.set(t, "command", s.trainer.command);
+    if (s.trainer.command.find_first_not_of(" \t") == std::string::npos)
+      c.fail(t["command"], "'trainer.command' is empty");
+    std::string cwd;
+    c.set(t, "cwd", cwd);
+    // Relative to the scenario file's directory (the current one for an embedded scenario).
+    namespace fs = std::filesystem;
+    const fs::path base = source.rfind("<embedded", 0) == 0 ? fs::current_path()
+                                                             : fs::absolute(fs::path(source)).parent_path();
+    s.trainer.cwd = fs::weakly_canonical(cwd.empty() ? base : base / cwd).string();
+    for (const auto& k : keys_of_own_trainer())
+      if (root[k])
+        c.fail(root[k], fmt::format("'{}' describes flatline's own trainer: a scenario with an external 'trainer' "
+                                    "cannot set it (the script owns its {}; docs/DESIGN.md §16)",
+                                    k, k == "restart" ? "checkpoints and restarts" : k));
   }
   if (auto e = root["expect"]) {
     c.expect_map(e, "expect");
@@ -467,6 +487,9 @@ std::string to_yaml(const Scenario& s) {
   if (!s.formats.empty())
     e << YAML::Key << "formats" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "write" << YAML::Value
       << YAML::Flow << s.formats << YAML::Key << "every" << YAML::Value << s.formats_every << YAML::EndMap;
+  if (!s.trainer.command.empty())
+    e << YAML::Key << "trainer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "command"
+      << YAML::Value << s.trainer.command << YAML::Key << "cwd" << YAML::Value << s.trainer.cwd << YAML::EndMap;
   e << YAML::Key << "faults" << YAML::Value << YAML::BeginSeq;
   for (const auto& f : s.faults) {
     e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << f.kind;

@@ -46,6 +46,14 @@ struct ScheduleSpec {
   double min_lr = 0.0;
 };
 
+// An external trainer (docs/DESIGN.md §16): the user's own training script, started per rank by the
+// launcher instead of `flatline worker`, with the Python probe (python/flatline_probe) writing the
+// telemetry and carrying out the faults' actions (`flatline plan`).
+struct TrainerSpec {
+  std::string command;  // run by /bin/sh -c in `cwd`; empty: flatline's own trainer
+  std::string cwd;      // absolute; the scenario file's directory unless `cwd:` says (relative to it)
+};
+
 struct FaultSpec {
   std::string kind, mode;
   int64_t at = -1;                              // onset step (1-based global step)
@@ -109,9 +117,19 @@ struct Scenario {
   // [tensorboard, hf, ...], every: N}` (every: the frameworks' logging interval, in steps).
   std::vector<std::string> formats;
   int formats_every = 1;
+  TrainerSpec trainer;
   std::vector<FaultSpec> faults;
   ExpectSpec expect;
 };
+
+// The keys an external trainer's scenario may not set: they describe flatline's own model, data,
+// optimizer and checkpoints, which the user's script owns (a workload's unread option is an error).
+inline const std::vector<std::string>& keys_of_own_trainer() {
+  static const std::vector<std::string> k = {"model",  "data",        "batch_size", "grad_accum", "optimizer",
+                                             "kernels", "loss_scaler", "checkpoint", "restart",    "eval",
+                                             "formats", "process_group"};
+  return k;
+}
 
 // A scenario file's text. A scenario is a small regular file: a directory, a device, a FIFO (each said
 // to be one) and anything over kMaxScenarioBytes are refused with a ScenarioError naming the path, not

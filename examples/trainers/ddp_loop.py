@@ -1,0 +1,54 @@
+"""A plain PyTorch DDP loop with flatline's probe (docs/DESIGN.md §16): one attach() and one probe.loss().
+
+    torchrun --nproc-per-node 2 examples/trainers/ddp_loop.py        # telemetry in runs/ddp-loop
+    flatline score scenarios/external                                # each of the five causes injected
+"""
+import os
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ByteWindows, TinyLM, shape, warmup_cosine  # noqa: E402
+from flatline_probe import attach, load_plan  # noqa: E402
+
+plan = load_plan()
+steps, seed, timeout_s, fp16 = shape(plan)
+dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
+torch.manual_seed(seed)
+data = ByteWindows()
+sampler = DistributedSampler(data, shuffle=True, seed=seed)
+model = DDP(TinyLM())
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+sched = warmup_cosine(opt, 5, steps)
+scaler = torch.amp.GradScaler("cpu") if fp16 else None
+probe = attach("runs/ddp-loop", model, opt, scaler=scaler, sampler=BatchSampler(sampler, 8, drop_last=True),
+               plan=plan)
+loader = DataLoader(data, batch_sampler=probe.sampler)
+
+step, epoch = 0, 0
+while step < steps:
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        with torch.autocast("cpu", dtype=torch.float16, enabled=fp16):
+            loss = probe.loss(model(x, y))
+        opt.zero_grad(set_to_none=True)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        sched.step()
+        step += 1
+        if step >= steps:
+            break
+    epoch += 1
+probe.close()
+dist.destroy_process_group()

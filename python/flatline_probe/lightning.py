@@ -1,0 +1,53 @@
+"""The probe in a Lightning Trainer: `callbacks=[FlatlineLightningCallback(run_dir)]` (docs/DESIGN.md §16).
+
+Lightning calls the optimizer's step with a closure that runs the forward and backward inside it, so the
+update's statistics and the lr faults are taken at on_before_optimizer_step (gradients ready, update not
+made), not at the optimizer's step pre-hook. The batch comes to on_train_batch_start (hashed, replaced
+in place where the plan replays one), the loss to on_train_batch_end; the DDP module is the strategy's.
+"""
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the standalone package
+    from pytorch_lightning import Callback
+
+from .probe import Probe
+
+
+class FlatlineLightningCallback(Callback):
+    def __init__(self, run_dir=None):
+        self.run_dir, self.probe = run_dir, None
+
+    def on_train_start(self, trainer, pl_module):
+        opt = trainer.optimizers[0]
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        self.probe = p = Probe(self.run_dir, None, opt, scaler, hooks=False)
+        self.probe._ends_by_callback = True
+        if p.plan and p.plan["precision"] == "fp16" and scaler is None:
+            raise RuntimeError("flatline probe: the scenario is fp16 (a loss-scale fault) and this Trainer has no "
+                               "GradScaler (precision='16-mixed' needs one; on CPU Lightning runs bf16 instead)")
+        p._manual_before_update = True
+        p.watch_optimizer(opt)
+        if scaler is not None:
+            p.watch_scaler(scaler)
+        p.watch_ddp(trainer.strategy.model)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.probe.begin_step()
+        self.probe.batch(batch)
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.probe.before_update()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if loss is not None:
+            self.probe.loss(loss)
+        self.probe.end_step()
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        if self.probe:
+            self.probe.checkpoint_saved(f"global step {trainer.global_step}")
+
+    def on_train_end(self, trainer, pl_module):
+        if self.probe:
+            self.probe.close()

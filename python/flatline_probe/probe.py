@@ -1,0 +1,578 @@
+"""The probe: flatline's telemetry from a real PyTorch job, and the scenario's faults carried out in it
+(docs/DESIGN.md §16).
+
+Per step and rank it records (docs/DESIGN.md §3): step (optimizer steps attempted, the global step) and
+opt_step (updates applied); loss (this rank's, from `probe.loss()` or the framework) and lr (param
+group 0's, as the update used it); grad_norm (L2 of the averaged gradients after the all-reduce, unscaled,
+before clipping: DDP's communication hook sees them; without DDP, at the optimizer's step),
+local_grad_norm (this rank's gradients before the all-reduce, unscaled), grad_zero_frac, param_norm and
+update_norm (L2 of the parameters after the update, and of what the update changed); loss_scale,
+overflow and skipped from torch.amp.GradScaler (an update GradScaler skipped never reaches the
+optimizer's step hooks); batch_hash (BLAKE2b-64 of the batch's sample ids from the sampler wrapper, or
+of the batch's tensors' bytes; only equality within a run matters to the detectors); heartbeats from a
+thread with the phase; run_start, run_end, checkpoint_save, error and interrupted events.
+
+Scalars are read from the device once per step, after the step's own work (on CUDA from a pinned copy a
+step later, so the probe adds no device synchronisation of its own; GradScaler's is its own).
+
+The faults: the plan (FLATLINE_PLAN, faults/plan_json.h) says, per step and rank, what RunPlan decided;
+the probe carries it out where the job's own objects are:
+  zero_grads, skip_backward   the rank's buckets are zeroed in DDP's communication hook before the
+                              all-reduce (under DDP every rank must join each bucket's all-reduce, so a
+                              skipped backward is sent as zeros too: what its peers receive is the same)
+  block_s                     the rank blocks in the hook before its first bucket's all-reduce (a hang;
+                              its heartbeats go on, phase `collective`)
+  data_block_s                the rank blocks fetching its batch (phase `data`)
+  inject_inf                  an inf in the rank's gradients before the all-reduce: GradScaler skips
+  max_loss_scale              GradScaler's scale clamped after its update()
+  batch_index                 the step trains an earlier batch: the sampler wrapper yields its indices
+                              again without moving on; without one, the batch's tensors are overwritten
+                              in place by that batch's (kept from when it was trained)
+  scheduler_frozen            param groups' lr held at what it was when the freeze began
+  freeze_logging              the record repeats the step and loss it showed last
+  lr_factor                   the job's lr times the planned schedule's over the healthy one's
+"""
+import atexit
+import hashlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+
+from .telemetry import Heartbeat, Writer, finite
+
+PLAN_FORMAT = "flatline-plan/1"
+
+
+class PlanError(RuntimeError):
+    """The plan cannot be read, or asks for what this job cannot do (named, with why)."""
+
+
+def load_plan():
+    """The plan from FLATLINE_PLAN (JSON), or FLATLINE_SCENARIO planned by `flatline plan`; None without either."""
+    path = os.environ.get("FLATLINE_PLAN")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                plan = json.load(f)
+        except (OSError, ValueError) as e:
+            raise PlanError(f"FLATLINE_PLAN={path}: cannot read the plan: {e}") from e
+    elif os.environ.get("FLATLINE_SCENARIO"):
+        scen = os.environ["FLATLINE_SCENARIO"]
+        exe = os.environ.get("FLATLINE_BIN", "flatline")
+        try:
+            out = subprocess.run([exe, "plan", scen], check=True, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as e:
+            detail = getattr(e, "stderr", "") or e
+            raise PlanError(f"FLATLINE_SCENARIO={scen}: `{exe} plan` failed (FLATLINE_BIN names the binary): "
+                            f"{detail}") from e
+        plan = json.loads(out.stdout)
+    else:
+        return None
+    if plan.get("format") != PLAN_FORMAT:
+        raise PlanError(f"the plan's format is {plan.get('format')!r}, expected {PLAN_FORMAT!r}")
+    return plan
+
+
+def _tensors(obj):
+    """Every tensor in a batch (nested dicts, lists, tuples, and objects with tensor attributes), in order."""
+    if torch.is_tensor(obj):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for k in obj for t in _tensors(obj[k])]
+    if isinstance(obj, (list, tuple)):
+        return [t for x in obj for t in _tensors(x)]
+    if hasattr(obj, "keys") and hasattr(obj, "__getitem__"):  # a BatchEncoding
+        return [t for k in obj.keys() for t in _tensors(obj[k])]
+    return []
+
+
+def _ddp_of(module):
+    """The DistributedDataParallel that wraps `module` (HF and Lightning wrap it themselves), or None."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    if isinstance(module, DDP):
+        return module
+    import gc
+    for o in gc.get_objects():
+        if isinstance(o, DDP):
+            inner = o.module
+            while True:
+                if inner is module:
+                    return o
+                nxt = getattr(inner, "module", None) or getattr(inner, "_forward_module", None)
+                if nxt is None or nxt is inner:
+                    break
+                inner = nxt
+    return None
+
+
+class _ReplaySampler:
+    """A batch sampler's wrapper (docs/DESIGN.md §16): each batch it yields is a step's (grad_accum 1);
+    where the plan makes step s train global batch j, it yields batch j's indices again and the wrapped
+    sampler does not move on, as the harness's sampler does. Hashes the sample ids of each batch."""
+
+    def __init__(self, probe, batch_sampler):
+        self.probe, self.inner = probe, batch_sampler
+        self.produced = 0  # batches yielded since the start of training
+        self.kept = {}     # global batch -> its indices, for the ones the plan replays
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __iter__(self):
+        it = iter(self.inner)
+        while True:
+            step = self.probe._step_base + self.produced + 1
+            j = self.probe._acts(step).get("batch_index")
+            if j is not None:
+                if j not in self.kept:
+                    raise PlanError(f"step {step}: the plan replays batch {j}, which this process never trained")
+                ids = self.kept[j]
+            else:
+                try:
+                    ids = list(next(it))
+                except StopIteration:
+                    return
+                if step - 1 in self.probe._replayed:
+                    self.kept[step - 1] = ids
+            self.produced += 1
+            self.probe._ids_by_step[step] = ids
+            yield ids
+
+
+class Probe:
+    def __init__(self, run_dir=None, model=None, optimizer=None, scaler=None, sampler=None, *, plan=None,
+                 rank=None, world_size=None, hooks=True):
+        self.rank = int(os.environ.get("RANK", 0)) if rank is None else rank
+        self.world_size = int(os.environ.get("WORLD_SIZE", 1)) if world_size is None else world_size
+        self.run_dir = os.environ.get("FLATLINE_RUN_DIR") or run_dir
+        if not self.run_dir:
+            raise PlanError("no run directory: give run_dir, or run under flatline (FLATLINE_RUN_DIR)")
+        self.plan = plan if plan is not None else load_plan()
+        self.t0 = float(os.environ.get("FLATLINE_RUN_T0") or time.time())
+        self._by_step, self._lr_factor, self._replayed = {}, {}, set()
+        self.steps = None
+        if self.plan:
+            self._read_plan()
+        self.model, self.optimizer, self.scaler = model, optimizer, scaler
+        self.writer = Writer(os.path.join(self.run_dir, "telemetry", f"rank-{self.rank}.jsonl"))
+        self._lock = threading.Lock()
+        self.step = 0            # last completed step
+        self._step_base = 0
+        self.opt_step = 0
+        self.cur = None          # the step in progress, once begun
+        self.phase = "data"
+        self._act = {}
+        self._ids_by_step = {}
+        self._kept_batches = {}
+        self._logged = (0, None)  # what the logger showed last (a frozen logger keeps it)
+        self._last_end = time.monotonic()
+        self._pending = []       # CUDA: records whose scalars are still being copied
+        self._closed = False
+        self._ddp = None
+        self._lr_saved = None
+        self._lr_pinned = None
+        self._manual_before_update = False
+        self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
+        self._reset_step_stats()
+        self._event("run_start", f"flatline probe, torch {torch.__version__}, world_size {self.world_size}")
+        self.heartbeat = Heartbeat(self, self.plan["heartbeat_s"] if self.plan else 0.5)
+        atexit.register(self.close)
+        self._install_exit_handlers()
+        self.sampler = None
+        if sampler is not None:
+            self.sampler = self.wrap_batch_sampler(sampler)
+        if hooks and optimizer is not None:
+            self.watch_optimizer(optimizer)
+        if hooks and scaler is not None:
+            self.watch_scaler(scaler)
+        if hooks and model is not None:
+            self.watch_model(model)
+
+    # ---- the plan ------------------------------------------------------------------------------
+    def _read_plan(self):
+        p = self.plan
+        if p["world_size"] != self.world_size:
+            raise PlanError(f"the plan is for world_size {p['world_size']}, this job has WORLD_SIZE {self.world_size}")
+        self.steps = p["steps"]
+        for a in p["actions"]:
+            if a["rank"] != self.rank:
+                continue
+            fields = {k: v for k, v in a.items() if k not in ("rank", "from", "to")}
+            if "slowdown" in fields:
+                raise PlanError("straggler/slow_rank: not carried out by the probe (the job's own step time is "
+                                "what it is); flatline's own trainer runs it")
+            for s in range(a["from"], a["to"] + 1):
+                self._by_step[s] = fields
+            if "batch_index" in fields:
+                self._replayed.add(fields["batch_index"])
+        self._lr_factor = {int(s): f for s, f in p["lr_factor"]}
+        self._fp16 = p["precision"] == "fp16"
+
+    def _acts(self, step):
+        return self._by_step.get(step, {})
+
+    # ---- events and heartbeats -----------------------------------------------------------------
+    def _t(self):
+        return time.time() - self.t0
+
+    def _event(self, name, detail=None, step=None):
+        r = {"kind": "event", "rank": self.rank, "t": self._t(), "step": self.step if step is None else step,
+             "name": name}
+        if detail:
+            r["detail"] = detail
+        self.writer.post(r)
+
+    def _heartbeat(self):
+        if self._closed:
+            return
+        self.writer.post({"kind": "heartbeat", "rank": self.rank, "t": self._t(),
+                          "step": self.cur if self.cur is not None else self.step + 1, "phase": self.phase})
+
+    def checkpoint_saved(self, detail=None):
+        self._event("checkpoint_save", detail)
+
+    def checkpoint_loaded(self, step, detail=None):
+        self.step = self._step_base = int(step)
+        self._event("checkpoint_load", detail)
+        self._event("resume", f"from checkpoint step {step}")
+
+    def set_phase(self, phase):
+        self.phase = phase
+
+    def _install_exit_handlers(self):
+        prev = sys.excepthook
+
+        def hook(tp, value, tb):
+            if not self._closed:
+                self._event("error", f"{tp.__name__}: {value}", step=self.cur or self.step)
+                self._close_writer()
+            prev(tp, value, tb)
+        sys.excepthook = hook
+        if threading.current_thread() is threading.main_thread():
+            ppid = os.getppid()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                if signal.getsignal(sig) not in (signal.SIG_DFL, signal.default_int_handler):
+                    continue  # the job handles it itself
+
+                def on_signal(signum, frame, ppid=ppid):
+                    who = f"the launcher (pid {ppid}) died" if os.getppid() != ppid else "from outside"
+                    self._event("interrupted", f"{signal.Signals(signum).name} ({who})", step=self.cur or self.step)
+                    self._close_writer()
+                    os._exit(128 + signum)
+                signal.signal(sig, on_signal)
+
+    # ---- per step ------------------------------------------------------------------------------
+    def _reset_step_stats(self):
+        self._local_sq, self._glob_sq, self._zeros, self._numel = [], [], [], 0
+        self._first_bucket = True
+        self._scale_at_backward = None
+        self._stepped = False
+        self._stats = {}
+        self._loss = None
+        self._batch_hash = None
+        self._lr_used = None
+
+    def begin_step(self):
+        """The step after the last completed one begins (idempotent)."""
+        if self.cur is not None:
+            return
+        self.cur = self.step + 1
+        self._act = self._acts(self.cur)
+        self.phase = "data"
+        if self._act.get("data_block_s"):
+            time.sleep(self._act["data_block_s"])
+        if self._act.get("scheduler_frozen") and self._lr_pinned is None and self.optimizer is not None:
+            self._lr_pinned = [g["lr"] for g in self._groups()]
+
+    def loss(self, loss):
+        """This step's loss (a tensor or a number): one line in a loop no hook can see the loss of."""
+        self.begin_step()
+        self._loss = loss.detach() if torch.is_tensor(loss) else torch.tensor(float(loss))
+        return loss
+
+    def batch(self, batch, ids=None):
+        """The step's batch: hashed (its sample ids, else its tensors' bytes) and, where the plan replays
+        an earlier batch, overwritten in place with it. Returns the batch."""
+        self.begin_step()
+        step = self.cur
+        ids = ids if ids is not None else self._ids_by_step.pop(step, None)
+        tensors = _tensors(batch)
+        j = self._act.get("batch_index")
+        if j is not None and ids is None:
+            kept = self._kept_batches.get(j)
+            if kept is None:
+                raise PlanError(f"step {step}: the plan replays batch {j}, which this process never trained")
+            if [t.shape for t in tensors] != [t.shape for t in kept]:
+                raise PlanError(f"step {step}: batch {j} had other shapes than this step's batch")
+            with torch.no_grad():
+                for t, k in zip(tensors, kept):
+                    t.copy_(k)
+        elif step - 1 in self._replayed and ids is None:
+            self._kept_batches[step - 1] = [t.detach().clone() for t in tensors]
+        h = hashlib.blake2b(digest_size=8)
+        if ids is not None:
+            h.update(",".join(str(int(i)) for i in ids).encode())
+        else:
+            for t in tensors:
+                h.update(t.detach().cpu().contiguous().numpy().tobytes())
+        self._batch_hash = h.hexdigest()
+        self.phase = "compute"
+        return batch
+
+    def wrap_batch_sampler(self, batch_sampler):
+        """A batch sampler (or a sampler with .batch_size) for the DataLoader's batch_sampler=."""
+        return _ReplaySampler(self, batch_sampler)
+
+    # ---- the model: batches and the loss through forward hooks; DDP's communication hook -------------
+    def watch_model(self, model, loss_from_output=False):
+        inner = model.module if hasattr(model, "module") and isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+        def pre(module, args, kwargs):  # the step's first training forward sees its batch
+            if module.training and torch.is_grad_enabled() and self._batch_hash is None:
+                self.batch((args, kwargs))
+            return None
+        inner.register_forward_pre_hook(pre, with_kwargs=True)
+        if loss_from_output:
+            def post(module, args, output):
+                if module.training and torch.is_grad_enabled():
+                    loss = getattr(output, "loss", None)
+                    if loss is None and isinstance(output, dict):
+                        loss = output.get("loss")
+                    if torch.is_tensor(loss):
+                        self.loss(loss)
+            inner.register_forward_hook(post)
+        self.watch_ddp(model)
+
+    def watch_ddp(self, model):
+        ddp = _ddp_of(model)
+        if ddp is None:
+            if self.world_size > 1:
+                print("flatline probe: no DistributedDataParallel wraps the model: local_grad_norm is the global "
+                      "one, and rank faults cannot be injected", file=sys.stderr, flush=True)
+            return
+        if self._ddp is ddp:
+            return
+        self._ddp = ddp
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        pg = ddp.process_group
+
+        def hook(state, bucket):
+            self.begin_step()
+            buf = bucket.buffer()
+            a = self._act
+            if self._first_bucket:
+                self._first_bucket = False
+                if self.scaler is not None:
+                    self._scale_at_backward = self.scaler._scale.detach().clone() if self.scaler._scale is not None else None
+                if a.get("block_s"):
+                    self.phase = "collective"
+                    time.sleep(a["block_s"])
+                if a.get("inject_inf"):
+                    buf.view(-1)[0] = float("inf")
+            if a.get("zero_grads") or a.get("skip_backward"):
+                buf.zero_()
+            self._local_sq.append(buf.detach().float().pow(2).sum())
+            self.phase = "collective"
+            fut = default_hooks.allreduce_hook(pg, bucket)
+
+            def after(f):
+                v = f.value()
+                t = v[0] if isinstance(v, list) else v
+                self._glob_sq.append(t.detach().float().pow(2).sum())
+                self._zeros.append((t == 0).sum())
+                self._numel += t.numel()
+                return t
+            return fut.then(after)
+        ddp.register_comm_hook(None, hook)
+
+    # ---- the optimizer: the update's statistics and the lr faults -----------------------------------
+    def _groups(self):
+        opt = self.optimizer
+        return getattr(opt, "param_groups", None) or opt.optimizer.param_groups
+
+    def _params(self):
+        return [p for g in self._groups() for p in g["params"]]
+
+    def watch_optimizer(self, optimizer):
+        opt = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps one
+        self.optimizer = opt
+        opt.register_step_pre_hook(lambda o, args, kwargs: None if self._manual_before_update else self.before_update())
+        opt.register_step_post_hook(lambda o, args, kwargs: self.after_update())
+
+    def before_update(self):
+        """Gradients averaged and unscaled, the update not yet made: statistics, then the lr faults."""
+        self.begin_step()
+        self.phase = "optimizer"
+        params = self._params()
+        grads = [p.grad for p in params if p.grad is not None]
+        if grads and not self._glob_sq:  # no DDP hook saw them: the norms here
+            sq = torch.stack([g.detach().float().pow(2).sum() for g in grads]).sum()
+            self._stats["grad_norm"] = sq.sqrt()
+            self._stats["zeros"] = torch.stack([(g == 0).sum() for g in grads]).sum()
+            self._numel = sum(g.numel() for g in grads)
+        self._before = [p.detach().clone() for p in params]
+        groups = self._groups()
+        self._lr_saved = [g["lr"] for g in groups]
+        f = self._lr_factor.get(self.cur, 1.0)
+        for i, g in enumerate(groups):
+            base = self._lr_pinned[i] if self._lr_pinned is not None and self._act.get("scheduler_frozen") else g["lr"]
+            g["lr"] = base * f
+        self._lr_used = groups[0]["lr"]  # the job's own lr is given back after the update
+
+    def after_update(self):
+        self._stepped = True
+        self.opt_step += 1
+        params = self._params()
+        with torch.no_grad():
+            if getattr(self, "_before", None) is not None:
+                d = [p.detach() - b for p, b in zip(params, self._before)]
+                self._stats["update_norm"] = torch.stack([x.float().pow(2).sum() for x in d]).sum().sqrt()
+                self._before = None
+            self._stats["param_norm"] = torch.stack([p.detach().float().pow(2).sum() for p in params]).sum().sqrt()
+        if self._lr_saved is not None:
+            for g, lr in zip(self._groups(), self._lr_saved):
+                g["lr"] = lr
+            self._lr_saved = None
+        if self.scaler is None and not self._ends_by_callback:
+            self.end_step()
+
+    # ---- GradScaler: the scale faults and the end of an fp16 step --------------------------------
+    def watch_scaler(self, scaler):
+        self.scaler = scaler
+        orig_unscale, orig_update = scaler.unscale_, scaler.update
+
+        def unscale_(optimizer):
+            self.begin_step()
+            if self._scale_at_backward is None and scaler._scale is not None:
+                self._scale_at_backward = scaler._scale.detach().clone()
+            if self._act.get("inject_inf") and self._ddp is None:
+                for p in self._params():
+                    if p.grad is not None:
+                        p.grad.view(-1)[0] = float("inf")
+                        break
+            return orig_unscale(optimizer)
+
+        def update(new_scale=None):
+            out = orig_update(new_scale)
+            m = self._act.get("max_loss_scale")
+            if m is not None and scaler._scale is not None:
+                scaler._scale.clamp_(max=m)
+            if not self._ends_by_callback:
+                self.end_step()
+            return out
+        scaler.unscale_, scaler.update = unscale_, update
+
+    # ---- the step's record ----------------------------------------------------------------------
+    def end_step(self):
+        """The step in progress is complete: its record is posted (idempotent)."""
+        if self.cur is None:
+            return
+        step, a = self.cur, self._act
+        now = time.monotonic()
+        rec = {"kind": "step", "rank": self.rank, "t": self._t(), "step": step, "opt_step": self.opt_step}
+        tensors = dict(self._stats)
+        if self._loss is not None:
+            tensors["loss"] = self._loss.float()
+        if self._glob_sq:
+            tensors["grad_norm"] = torch.stack(self._glob_sq).sum().sqrt()
+            tensors["zeros"] = torch.stack(self._zeros).sum()
+        scale = None
+        if self.scaler is not None and self.scaler._scale is not None:
+            # the scale this step's backward used (its update() decides the next step's)
+            scale = self._scale_at_backward
+            tensors["loss_scale"] = (scale if scale is not None else self.scaler._scale).detach().float().clone()
+        if self._local_sq:
+            local = torch.stack(self._local_sq).sum().sqrt()
+            tensors["local_grad_norm"] = local / scale if scale is not None else local
+        elif "grad_norm" in tensors:
+            tensors["local_grad_norm"] = tensors["grad_norm"]
+        if scale is not None and self._glob_sq:
+            tensors["grad_norm"] = tensors["grad_norm"] / scale
+        lr = self._lr_used if self._lr_used is not None else (
+            self._groups()[0]["lr"] * self._lr_factor.get(step, 1.0) if self.optimizer is not None else None)
+        if lr is not None:
+            rec["lr"] = lr
+        if self.scaler is not None:
+            rec["overflow"] = rec["skipped"] = not self._stepped
+        else:  # no loss scaling: the contract's 1, and no step is skipped for an overflow
+            rec["loss_scale"], rec["overflow"], rec["skipped"] = 1.0, False, False
+        if self._batch_hash:
+            rec["batch_hash"] = self._batch_hash
+        rec["step_ms"] = (now - self._last_end) * 1e3
+        numel = self._numel
+        frozen = bool(a.get("freeze_logging"))
+        self._last_end = now
+        self.step, self.cur = step, None
+        self.phase = "data"
+        self._reset_step_stats()
+        self._post_step(rec, tensors, numel, frozen)
+
+    def _post_step(self, rec, tensors, numel, frozen):
+        names = list(tensors)
+        if names:
+            vals = torch.stack([tensors[n].detach().reshape(()).double() for n in names])
+            if vals.is_cuda:  # copied to pinned memory, read a step later (no sync of the probe's own)
+                host = torch.empty(vals.shape, dtype=vals.dtype, pin_memory=True)
+                host.copy_(vals, non_blocking=True)
+                ev = torch.cuda.Event()
+                ev.record()
+                self._pending.append((rec, names, host, ev, numel, frozen))
+                self._flush_pending(keep=1)
+                return
+            self._fill(rec, names, vals.tolist(), numel, frozen)
+        else:
+            self._fill(rec, [], [], numel, frozen)
+
+    def _flush_pending(self, keep=0):
+        while len(self._pending) > keep:
+            rec, names, host, ev, numel, frozen = self._pending.pop(0)
+            ev.synchronize()
+            self._fill(rec, names, host.tolist(), numel, frozen)
+
+    def _fill(self, rec, names, values, numel, frozen):
+        v = dict(zip(names, values))
+        for k in ("loss", "grad_norm", "local_grad_norm", "param_norm", "update_norm", "loss_scale"):
+            if finite(v.get(k)) and not (k == "grad_norm" and rec.get("skipped")):
+                rec[k] = v[k]
+        if "zeros" in v and numel:
+            rec["grad_zero_frac"] = v["zeros"] / numel
+        if frozen:  # the logger shows what it showed last
+            rec["step"], last_loss = self._logged
+            if last_loss is None:
+                rec.pop("loss", None)
+            else:
+                rec["loss"] = last_loss
+        else:
+            self._logged = (rec["step"], rec.get("loss"))
+        every = self.plan["log_every"] if self.plan else 1
+        if rec["step"] % every == 0 or frozen:
+            self.writer.post(rec)
+
+    # ---- the end ----------------------------------------------------------------------------------
+    def _close_writer(self):
+        if self._closed:
+            return
+        self._closed = True
+        self.heartbeat.stop()
+        self.writer.close()
+
+    def close(self):
+        """The run ended normally: pending records, then run_end (also at interpreter exit)."""
+        if self._closed:
+            return
+        self._flush_pending()
+        self._event("run_end", f"{self.step} steps")
+        self._close_writer()
+
+
+def attach(run_dir, model, optimizer, scaler=None, sampler=None, **kw):
+    """A plain PyTorch loop: the optimizer's step hooks, DDP's communication hook (model is the DDP
+    module, or what one wraps), GradScaler (scaler), a batch sampler's wrapper (sampler: give
+    `probe.sampler` to the DataLoader as batch_sampler=). Add `probe.loss(loss)` each step."""
+    return Probe(run_dir, model, optimizer, scaler, sampler, **kw)

@@ -1,0 +1,142 @@
+"""The probe on one process, CPU (docs/DESIGN.md §16): what each step record holds, and each action of a
+plan carried out exactly. The 2-rank runs of the example trainers are the probe_e2e_* tests."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import torch
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
+
+from flatline_probe import Probe, attach, load_plan, PlanError
+
+
+def plan(actions=(), lr_factor=(), precision="fp32", steps=8, log_every=1):
+    return {"format": "flatline-plan/1", "name": "t", "seed": 0, "world_size": 1, "steps": steps,
+            "log_every": log_every, "heartbeat_s": 0.05, "collective_timeout_s": 5, "precision": precision,
+            "device": "cpu", "actions": [dict(a, rank=0) for a in actions], "lr_factor": list(lr_factor)}
+
+
+def records(run_dir):
+    with open(os.path.join(run_dir, "telemetry", "rank-0.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def train(run_dir, p, steps=8, scaler=False, lr=0.1):
+    torch.manual_seed(0)
+    data = TensorDataset(torch.linspace(-1, 1, 128).reshape(64, 2), torch.ones(64, 1))
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    sc = torch.amp.GradScaler("cpu", init_scale=1024.0) if scaler else None
+    probe = attach(run_dir, model, opt, scaler=sc, sampler=BatchSampler(SequentialSampler(data), 4, False), plan=p)
+    it = iter(DataLoader(data, batch_sampler=probe.sampler))
+    for _ in range(steps):
+        x, y = next(it)
+        loss = probe.loss(torch.nn.functional.mse_loss(model(x), y))
+        opt.zero_grad()
+        if sc:
+            sc.scale(loss).backward()
+            sc.step(opt)
+            sc.update()
+        else:
+            loss.backward()
+            opt.step()
+    probe.close()
+    return [r for r in records(run_dir) if r["kind"] == "step"], records(run_dir), opt
+
+
+class ProbeTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="probe-test-")
+        for k in ("FLATLINE_RUN_DIR", "FLATLINE_PLAN", "FLATLINE_SCENARIO", "RANK", "WORLD_SIZE"):
+            os.environ.pop(k, None)
+
+    def test_each_step_record_holds_the_contract_fields(self):
+        steps, all_records, _ = train(self.dir, plan())
+        self.assertEqual([r["step"] for r in steps], list(range(1, 9)))
+        self.assertEqual([r["opt_step"] for r in steps], list(range(1, 9)))
+        for r in steps:
+            for k in ("loss", "lr", "grad_norm", "local_grad_norm", "grad_zero_frac", "param_norm", "update_norm",
+                      "batch_hash", "loss_scale", "step_ms"):
+                self.assertIn(k, r)
+            self.assertAlmostEqual(r["lr"], 0.1)
+            self.assertEqual(r["loss_scale"], 1.0)
+            self.assertGreater(r["update_norm"], 0)
+        self.assertEqual(len({r["batch_hash"] for r in steps}), 8)  # 8 distinct batches of sample ids
+        self.assertEqual(all_records[0]["name"], "run_start")
+        self.assertEqual(all_records[-1]["name"], "run_end")
+
+    def test_update_norm_is_what_the_update_changed(self):
+        # SGD without momentum: update = lr * grad, so update_norm = lr * grad_norm exactly
+        steps, _, _ = train(self.dir, plan())
+        for r in steps:
+            self.assertLess(abs(r["update_norm"] - 0.1 * r["grad_norm"]), 1e-5 * r["update_norm"])
+
+    def test_lr_factor_scales_the_update_and_gives_the_jobs_lr_back(self):
+        steps, _, opt = train(self.dir, plan(lr_factor=[[3, 0.5], [4, 0.0]]))
+        self.assertAlmostEqual(steps[2]["lr"], 0.05)
+        self.assertEqual(steps[3]["lr"], 0.0)
+        self.assertEqual(steps[3]["update_norm"], 0.0)
+        self.assertAlmostEqual(steps[4]["lr"], 0.1)
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.1)
+
+    def test_a_replayed_batch_comes_again_and_the_sampler_does_not_move_on(self):
+        # steps 5..8 train batches 2, 3, 2, 3 (a cycle of 2 from step 3)
+        p = plan(actions=[{"from": 5, "to": 5, "batch_index": 2}, {"from": 6, "to": 6, "batch_index": 3},
+                          {"from": 7, "to": 7, "batch_index": 2}, {"from": 8, "to": 8, "batch_index": 3}])
+        steps, _, _ = train(self.dir, p, steps=10)
+        h = [r["batch_hash"] for r in steps]
+        self.assertEqual(h[4], h[2])
+        self.assertEqual(h[5], h[3])
+        self.assertEqual(h[6], h[2])
+        self.assertEqual(h[7], h[3])
+        self.assertNotIn(h[8], h[:8])  # step 9 trains batch 4, the sampler's next
+        clean = train(tempfile.mkdtemp(), plan(), steps=10)[0]
+        self.assertEqual(h[8], clean[4]["batch_hash"])
+
+    def test_frozen_logging_repeats_the_last_step_shown(self):
+        steps, _, _ = train(self.dir, plan(actions=[{"from": 4, "to": 8, "freeze_logging": True}]))
+        self.assertEqual([r["step"] for r in steps], [1, 2, 3, 3, 3, 3, 3, 3])
+        self.assertEqual(len({r["loss"] for r in steps[2:]}), 1)
+        self.assertEqual(steps[-1]["opt_step"], 8)  # training went on
+
+    def test_an_inf_in_the_gradients_makes_gradscaler_skip_and_halve(self):
+        steps, _, _ = train(self.dir, plan(actions=[{"from": 3, "to": 4, "inject_inf": True}], precision="fp16"),
+                            scaler=True)
+        self.assertEqual([r["skipped"] for r in steps], [False, False, True, True, False, False, False, False])
+        self.assertEqual([r["opt_step"] for r in steps], [1, 2, 2, 2, 3, 4, 5, 6])
+        self.assertEqual([r["loss_scale"] for r in steps[:6]], [1024.0, 1024.0, 1024.0, 512.0, 256.0, 256.0])
+        self.assertNotIn("grad_norm", steps[2])
+
+    def test_the_scale_is_clamped_after_gradscalers_update(self):
+        m = 2.0 ** -10
+        steps, _, _ = train(self.dir, plan(actions=[{"from": 3, "to": 8, "max_loss_scale": m}], precision="fp16"),
+                            scaler=True)
+        self.assertEqual(steps[2]["loss_scale"], 1024.0)  # step 3's backward used the scale before the clamp
+        self.assertEqual([r["loss_scale"] for r in steps[3:]], [m] * 5)
+
+    def test_flatline_plan_is_read_from_a_scenario(self):
+        exe = os.environ.get("FLATLINE_BIN")
+        if not exe:
+            self.skipTest("FLATLINE_BIN not set")
+        scen = os.path.join(os.path.dirname(__file__), "..", "..", "..", "scenarios", "external",
+                            "data-replay-cycle-window.yaml")
+        os.environ["FLATLINE_SCENARIO"] = scen
+        p = load_plan()
+        self.assertEqual(p["world_size"], 2)
+        cyc = [a["batch_index"] for a in p["actions"] if a["rank"] == 0][:6]
+        self.assertEqual(cyc, [19, 20, 21, 22, 19, 20])  # at 20, window 4: step 24 trains batch 19 again
+        os.environ["FLATLINE_SCENARIO"] = "/nonexistent.yaml"
+        with self.assertRaises(PlanError):
+            load_plan()
+
+    def test_a_plan_for_another_world_is_refused(self):
+        p = plan()
+        p["world_size"] = 4
+        with self.assertRaisesRegex(PlanError, "world_size 4"):
+            Probe(self.dir, plan=p)
+
+
+if __name__ == "__main__":
+    unittest.main()
