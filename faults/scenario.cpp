@@ -182,6 +182,13 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
               {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
                "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
                "log_every", "formats", "fleet_only", "trainer", "faults", "expect"});
+  // Before any of them is read: what a key of flatline's own trainer would be checked against is moot.
+  if (root["trainer"])
+    for (const auto& k : keys_of_own_trainer())
+      if (root[k])
+        c.fail(root[k], fmt::format("'{}' describes flatline's own trainer: a scenario with an external 'trainer' "
+                                    "cannot set it (the script owns its {}; docs/DESIGN.md §16)",
+                                    k, k == "restart" ? "checkpoints and restarts" : k));
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -337,11 +344,6 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     const fs::path base = source.rfind("<embedded", 0) == 0 ? fs::current_path()
                                                              : fs::absolute(fs::path(source)).parent_path();
     s.trainer.cwd = fs::weakly_canonical(cwd.empty() ? base : base / cwd).string();
-    for (const auto& k : keys_of_own_trainer())
-      if (root[k])
-        c.fail(root[k], fmt::format("'{}' describes flatline's own trainer: a scenario with an external 'trainer' "
-                                    "cannot set it (the script owns its {}; docs/DESIGN.md §16)",
-                                    k, k == "restart" ? "checkpoints and restarts" : k));
   }
   if (auto e = root["expect"]) {
     c.expect_map(e, "expect");
@@ -439,52 +441,59 @@ std::string to_yaml(const Scenario& s) {
   e << YAML::BeginMap;
   e << YAML::Key << "name" << YAML::Value << s.name;
   e << YAML::Key << "seed" << YAML::Value << s.seed;
-  e << YAML::Key << "model" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
-    << s.model.kind;
-  if (s.model.kind == "gpt")
-    e << YAML::Key << "n_layer" << YAML::Value << s.model.n_layer << YAML::Key << "n_head" << YAML::Value
-      << s.model.n_head << YAML::Key << "n_embd" << YAML::Value << s.model.n_embd << YAML::Key << "block_size"
-      << YAML::Value << s.model.block_size << YAML::Key << "tied_head" << YAML::Value << s.model.tied_head;
-  else
-    e << YAML::Key << "channels" << YAML::Value << s.model.channels << YAML::Key << "hidden" << YAML::Value
-      << s.model.hidden;
-  e << YAML::EndMap;
-  e << YAML::Key << "data" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
-    << s.data.kind << YAML::Key << "path" << YAML::Value << s.data.path << YAML::Key << "eval_fraction"
-    << YAML::Value << num(s.data.eval_fraction) << YAML::EndMap;
+  const bool own = s.trainer.command.empty();  // an external trainer's scenario has none of its keys (§16)
+  if (own) {
+    e << YAML::Key << "model" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
+      << s.model.kind;
+    if (s.model.kind == "gpt")
+      e << YAML::Key << "n_layer" << YAML::Value << s.model.n_layer << YAML::Key << "n_head" << YAML::Value
+        << s.model.n_head << YAML::Key << "n_embd" << YAML::Value << s.model.n_embd << YAML::Key << "block_size"
+        << YAML::Value << s.model.block_size << YAML::Key << "tied_head" << YAML::Value << s.model.tied_head;
+    else
+      e << YAML::Key << "channels" << YAML::Value << s.model.channels << YAML::Key << "hidden" << YAML::Value
+        << s.model.hidden;
+    e << YAML::EndMap;
+    e << YAML::Key << "data" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
+      << s.data.kind << YAML::Key << "path" << YAML::Value << s.data.path << YAML::Key << "eval_fraction"
+      << YAML::Value << num(s.data.eval_fraction) << YAML::EndMap;
+  }
   e << YAML::Key << "world_size" << YAML::Value << s.world_size;
   e << YAML::Key << "steps" << YAML::Value << s.steps;
-  e << YAML::Key << "batch_size" << YAML::Value << s.batch_size;
-  e << YAML::Key << "grad_accum" << YAML::Value << s.grad_accum;
-  e << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind"
-    << YAML::Value << s.optimizer.kind << YAML::Key << "lr" << YAML::Value << num(s.optimizer.lr) << YAML::Key
-    << "betas" << YAML::Value << YAML::Flow << std::vector<std::string>{num(s.optimizer.beta1), num(s.optimizer.beta2)}
-    << YAML::Key << "eps" << YAML::Value << num(s.optimizer.eps) << YAML::Key << "weight_decay" << YAML::Value
-    << num(s.optimizer.weight_decay) << YAML::Key << "grad_clip" << YAML::Value << num(s.optimizer.grad_clip) << YAML::Key
-    << "momentum" << YAML::Value << num(s.optimizer.momentum) << YAML::EndMap;
+  if (own) {
+    e << YAML::Key << "batch_size" << YAML::Value << s.batch_size;
+    e << YAML::Key << "grad_accum" << YAML::Value << s.grad_accum;
+    e << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind"
+      << YAML::Value << s.optimizer.kind << YAML::Key << "lr" << YAML::Value << num(s.optimizer.lr) << YAML::Key
+      << "betas" << YAML::Value << YAML::Flow << std::vector<std::string>{num(s.optimizer.beta1), num(s.optimizer.beta2)}
+      << YAML::Key << "eps" << YAML::Value << num(s.optimizer.eps) << YAML::Key << "weight_decay" << YAML::Value
+      << num(s.optimizer.weight_decay) << YAML::Key << "grad_clip" << YAML::Value << num(s.optimizer.grad_clip) << YAML::Key
+      << "momentum" << YAML::Value << num(s.optimizer.momentum) << YAML::EndMap;
+  }
   e << YAML::Key << "schedule" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value
     << s.schedule.kind << YAML::Key << "warmup" << YAML::Value << s.schedule.warmup << YAML::Key << "total"
     << YAML::Value << s.schedule.total << YAML::Key << "min_lr" << YAML::Value << num(s.schedule.min_lr) << YAML::EndMap;
   e << YAML::Key << "precision" << YAML::Value << s.precision;
   e << YAML::Key << "device" << YAML::Value << s.device;
-  e << YAML::Key << "process_group" << YAML::Value << s.process_group;
-  e << YAML::Key << "kernels" << YAML::Value << s.kernels;
-  if (s.precision == "fp16")
-    e << YAML::Key << "loss_scaler" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "init_scale"
-      << YAML::Value << s.loss_scale_init << YAML::Key << "growth_interval" << YAML::Value
-      << s.loss_scale_growth_interval << YAML::EndMap;
-  e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
-    << YAML::Value << s.checkpoint_every << YAML::EndMap;
-  if (s.restart_at > 0)
-    e << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value
-      << s.restart_at << YAML::EndMap;
-  e << YAML::Key << "eval" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every" << YAML::Value
-    << s.eval_every << YAML::Key << "batches" << YAML::Value << s.eval_batches << YAML::EndMap;
+  if (own) {
+    e << YAML::Key << "process_group" << YAML::Value << s.process_group;
+    e << YAML::Key << "kernels" << YAML::Value << s.kernels;
+    if (s.precision == "fp16")
+      e << YAML::Key << "loss_scaler" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "init_scale"
+        << YAML::Value << s.loss_scale_init << YAML::Key << "growth_interval" << YAML::Value
+        << s.loss_scale_growth_interval << YAML::EndMap;
+    e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
+      << YAML::Value << s.checkpoint_every << YAML::EndMap;
+    if (s.restart_at > 0)
+      e << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value
+        << s.restart_at << YAML::EndMap;
+    e << YAML::Key << "eval" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every" << YAML::Value
+      << s.eval_every << YAML::Key << "batches" << YAML::Value << s.eval_batches << YAML::EndMap;
+  }
   e << YAML::Key << "heartbeat_s" << YAML::Value << num(s.heartbeat_s);
   e << YAML::Key << "collective_timeout_s" << YAML::Value << num(s.collective_timeout_s);
   e << YAML::Key << "log_every" << YAML::Value << s.log_every;
   if (s.fleet_only) e << YAML::Key << "fleet_only" << YAML::Value << true;
-  if (!s.formats.empty())
+  if (own && !s.formats.empty())
     e << YAML::Key << "formats" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "write" << YAML::Value
       << YAML::Flow << s.formats << YAML::Key << "every" << YAML::Value << s.formats_every << YAML::EndMap;
   if (!s.trainer.command.empty())

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.plugins import MixedPrecision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ByteWindows, TinyLM, shape, warmup_cosine  # noqa: E402
@@ -33,10 +34,13 @@ class ByteLM(pl.LightningModule):
 
 pl.seed_everything(seed, verbose=False)
 world = int(os.environ.get("WORLD_SIZE", 1))
-trainer = pl.Trainer(accelerator="gpu" if fp16 else "cpu", devices=world, max_steps=steps,
-                     strategy=pl.strategies.DDPStrategy(process_group_backend="gloo" if not fp16 else None,
+# fp16 with a GradScaler: Trainer(precision="16-mixed") on a GPU; on the CPU Lightning turns that flag
+# into bf16 (no scaler), so the same mixed precision is given as its plugin, which it runs as asked.
+amp = [MixedPrecision("16-mixed", "cpu")] if fp16 else []
+trainer = pl.Trainer(accelerator="cpu", devices=world, max_steps=steps, plugins=amp,
+                     strategy=pl.strategies.DDPStrategy(process_group_backend="gloo",
                                                         timeout=timedelta(seconds=timeout_s)),
-                     precision="16-mixed" if fp16 else "32-true", gradient_clip_val=1.0, logger=False,
+                     gradient_clip_val=1.0, logger=False,
                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                      callbacks=[FlatlineLightningCallback("runs/lightning-module")])
 loader = torch.utils.data.DataLoader(ByteWindows(), batch_size=8, shuffle=True, drop_last=True)

@@ -24,7 +24,8 @@ class FlatlineLightningCallback(Callback):
         self.probe._ends_by_callback = True
         if p.plan and p.plan["precision"] == "fp16" and scaler is None:
             raise RuntimeError("flatline probe: the scenario is fp16 (a loss-scale fault) and this Trainer has no "
-                               "GradScaler (precision='16-mixed' needs one; on CPU Lightning runs bf16 instead)")
+                               "GradScaler (precision='16-mixed' on a GPU; on the CPU, "
+                               "plugins=[MixedPrecision('16-mixed', 'cpu')])")
         p._manual_before_update = True
         p.watch_optimizer(opt)
         if scaler is not None:

@@ -48,6 +48,40 @@ import torch
 from .telemetry import Heartbeat, Writer, finite
 
 PLAN_FORMAT = "flatline-plan/1"
+SNAPSHOT_KEEP_BYTES = 256 << 20  # parameters up to this size keep their copy from one update to the next
+
+
+def _flat(tensors, copy=False):
+    """The tensors as one flat tensor per device (torch.cat copies; a single tensor is viewed, or cloned)."""
+    by_dev = {}
+    for t in tensors:
+        by_dev.setdefault(t.device, []).append(t.detach().reshape(-1))
+    out = []
+    for ts in by_dev.values():
+        if len(ts) == 1:
+            out.append(ts[0].clone() if copy else ts[0])
+        else:
+            out.append(torch.cat(ts))
+    return out
+
+
+def _sum_of(xs):
+    """The sum of 0-d tensors (on the first one's device)."""
+    dev = xs[0].device
+    return torch.stack([x if x.device == dev else x.to(dev) for x in xs]).sum()
+
+
+def _cuda_device_of(tensors):
+    """The CUDA device of a step's scalars (the first on one)."""
+    return next(t.device for t in tensors.values() if t.is_cuda)
+
+
+def _norm_of(norms):
+    """The L2 norm of tensors from their L2 norms, as one float32 0-d tensor."""
+    if not norms:
+        return torch.zeros(())
+    dev = norms[0].device
+    return torch.linalg.vector_norm(torch.stack([n if n.device == dev else n.to(dev) for n in norms]).float())
 
 
 class PlanError(RuntimeError):
@@ -98,6 +132,8 @@ def _ddp_of(module):
     from torch.nn.parallel import DistributedDataParallel as DDP
     if isinstance(module, DDP):
         return module
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return None  # no process group, no DDP
     import gc
     for o in gc.get_objects():
         if isinstance(o, DDP):
@@ -179,6 +215,10 @@ class Probe:
         self._lr_saved = None
         self._lr_pinned = None
         self._manual_before_update = False
+        self._before = None      # the parameters before the update in progress, flat (update_norm)
+        self._after = None       # ... after the last one, kept where small (SNAPSHOT_KEEP_BYTES)
+        self._after_versions = None
+        self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
         self._reset_step_stats()
         self._event("run_start", f"flatline probe, torch {torch.__version__}, world_size {self.world_size}")
@@ -270,13 +310,14 @@ class Probe:
 
     # ---- per step ------------------------------------------------------------------------------
     def _reset_step_stats(self):
-        self._local_sq, self._glob_sq, self._zeros, self._numel = [], [], [], 0
+        self._local_norms, self._glob_norms, self._zeros, self._numel = [], [], [], 0
         self._first_bucket = True
         self._scale_at_backward = None
         self._stepped = False
         self._stats = {}
         self._loss = None
         self._batch_hash = None
+        self._batch_seen = False
         self._lr_used = None
 
     def begin_step(self):
@@ -285,6 +326,9 @@ class Probe:
             return
         self.cur = self.step + 1
         self._act = self._acts(self.cur)
+        every = self.plan["log_every"] if self.plan else 1
+        # a step the log does not keep is not measured (a frozen logger's record is kept)
+        self._logging = self.cur % every == 0 or bool(self._act.get("freeze_logging"))
         self.phase = "data"
         if self._act.get("data_block_s"):
             time.sleep(self._act["data_block_s"])
@@ -301,6 +345,7 @@ class Probe:
         """The step's batch: hashed (its sample ids, else its tensors' bytes) and, where the plan replays
         an earlier batch, overwritten in place with it. Returns the batch."""
         self.begin_step()
+        self._batch_seen = True
         step = self.cur
         ids = ids if ids is not None else self._ids_by_step.pop(step, None)
         tensors = _tensors(batch)
@@ -316,6 +361,9 @@ class Probe:
                     t.copy_(k)
         elif step - 1 in self._replayed and ids is None:
             self._kept_batches[step - 1] = [t.detach().clone() for t in tensors]
+        self.phase = "compute"
+        if not self._logging:  # no record this step: no hash
+            return batch
         h = hashlib.blake2b(digest_size=8)
         if ids is not None:
             h.update(",".join(str(int(i)) for i in ids).encode())
@@ -332,9 +380,10 @@ class Probe:
 
     # ---- the model: batches and the loss through forward hooks; DDP's communication hook -------------
     def watch_model(self, model, loss_from_output=False):
-        inner = model.module if hasattr(model, "module") and isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+        ddp_type = torch.nn.parallel.DistributedDataParallel
+        inner = model.module if isinstance(model, ddp_type) else model
         def pre(module, args, kwargs):  # the step's first training forward sees its batch
-            if module.training and torch.is_grad_enabled() and self._batch_hash is None:
+            if module.training and torch.is_grad_enabled() and not self._batch_seen:
                 self.batch((args, kwargs))
             return None
         inner.register_forward_pre_hook(pre, with_kwargs=True)
@@ -369,7 +418,8 @@ class Probe:
             if self._first_bucket:
                 self._first_bucket = False
                 if self.scaler is not None:
-                    self._scale_at_backward = self.scaler._scale.detach().clone() if self.scaler._scale is not None else None
+                    sc = self.scaler._scale
+                    self._scale_at_backward = sc.detach().clone() if sc is not None else None
                 if a.get("block_s"):
                     self.phase = "collective"
                     time.sleep(a["block_s"])
@@ -377,17 +427,21 @@ class Probe:
                     buf.view(-1)[0] = float("inf")
             if a.get("zero_grads") or a.get("skip_backward"):
                 buf.zero_()
-            self._local_sq.append(buf.detach().float().pow(2).sum())
+            logging = self._logging
+            if logging:
+                self._local_norms.append(torch.linalg.vector_norm(buf.detach(), dtype=torch.float32))
             self.phase = "collective"
             fut = default_hooks.allreduce_hook(pg, bucket)
+            if not logging:
+                return fut
 
             def after(f):
                 v = f.value()
-                t = v[0] if isinstance(v, list) else v
-                self._glob_sq.append(t.detach().float().pow(2).sum())
-                self._zeros.append((t == 0).sum())
+                t = (v[0] if isinstance(v, list) else v).detach()
+                self._glob_norms.append(torch.linalg.vector_norm(t, dtype=torch.float32))
+                self._zeros.append(torch.logical_not(t).sum())
                 self._numel += t.numel()
-                return t
+                return v[0] if isinstance(v, list) else v
             return fut.then(after)
         ddp.register_comm_hook(None, hook)
 
@@ -410,13 +464,16 @@ class Probe:
         self.begin_step()
         self.phase = "optimizer"
         params = self._params()
-        grads = [p.grad for p in params if p.grad is not None]
-        if grads and not self._glob_sq:  # no DDP hook saw them: the norms here
-            sq = torch.stack([g.detach().float().pow(2).sum() for g in grads]).sum()
-            self._stats["grad_norm"] = sq.sqrt()
-            self._stats["zeros"] = torch.stack([(g == 0).sum() for g in grads]).sum()
-            self._numel = sum(g.numel() for g in grads)
-        self._before = [p.detach().clone() for p in params]
+        if self._logging:
+            with torch.no_grad():
+                grads = [p.grad for p in params if p.grad is not None]
+                if grads and not self._glob_norms:  # no DDP hook saw them: the norms here
+                    flat = _flat(grads)
+                    self._stats["grad_norm"] = _norm_of([torch.linalg.vector_norm(f, dtype=torch.float32)
+                                                         for f in flat])
+                    self._stats["zeros"] = _sum_of([torch.logical_not(f).sum() for f in flat])
+                    self._numel = sum(f.numel() for f in flat)
+                self._before = self._snapshot(params)
         groups = self._groups()
         self._lr_saved = [g["lr"] for g in groups]
         f = self._lr_factor.get(self.cur, 1.0)
@@ -425,16 +482,29 @@ class Probe:
             g["lr"] = base * f
         self._lr_used = groups[0]["lr"]  # the job's own lr is given back after the update
 
+    def _snapshot(self, params):
+        """The parameters before the update (update_norm), flat: the copy taken after the last update where
+        no parameter changed since (their autograd version counters say), else a new one."""
+        versions = [p._version for p in params]
+        if self._after is not None and versions == self._after_versions:
+            return self._after
+        return _flat(params, copy=True)
+
     def after_update(self):
         self._stepped = True
         self.opt_step += 1
-        params = self._params()
-        with torch.no_grad():
-            if getattr(self, "_before", None) is not None:
-                d = [p.detach() - b for p, b in zip(params, self._before)]
-                self._stats["update_norm"] = torch.stack([x.float().pow(2).sum() for x in d]).sum().sqrt()
-                self._before = None
-            self._stats["param_norm"] = torch.stack([p.detach().float().pow(2).sum() for p in params]).sum().sqrt()
+        if self._logging:
+            params = self._params()
+            with torch.no_grad():
+                after = _flat(params, copy=True)
+                self._stats["param_norm"] = _norm_of([torch.linalg.vector_norm(a, dtype=torch.float32)
+                                                      for a in after])
+                if self._before is not None:
+                    self._stats["update_norm"] = _norm_of([torch.linalg.vector_norm(a - b, dtype=torch.float32)
+                                                           for a, b in zip(after, self._before)])
+                    self._before = None
+            small = sum(a.numel() * a.element_size() for a in after) <= SNAPSHOT_KEEP_BYTES
+            self._after, self._after_versions = (after, [p._version for p in params]) if small else (None, None)
         if self._lr_saved is not None:
             for g, lr in zip(self._groups(), self._lr_saved):
                 g["lr"] = lr
@@ -475,24 +545,31 @@ class Probe:
             return
         step, a = self.cur, self._act
         now = time.monotonic()
+        if not self._logging:  # no record: what a frozen logger would show later is kept, unread
+            self._logged = (step, self._loss)
+            self._last_end = now
+            self.step, self.cur = step, None
+            self.phase = "data"
+            self._reset_step_stats()
+            return
         rec = {"kind": "step", "rank": self.rank, "t": self._t(), "step": step, "opt_step": self.opt_step}
         tensors = dict(self._stats)
         if self._loss is not None:
             tensors["loss"] = self._loss.float()
-        if self._glob_sq:
-            tensors["grad_norm"] = torch.stack(self._glob_sq).sum().sqrt()
-            tensors["zeros"] = torch.stack(self._zeros).sum()
+        if self._glob_norms:
+            tensors["grad_norm"] = _norm_of(self._glob_norms)
+            tensors["zeros"] = _sum_of(self._zeros)
         scale = None
         if self.scaler is not None and self.scaler._scale is not None:
             # the scale this step's backward used (its update() decides the next step's)
             scale = self._scale_at_backward
             tensors["loss_scale"] = (scale if scale is not None else self.scaler._scale).detach().float().clone()
-        if self._local_sq:
-            local = torch.stack(self._local_sq).sum().sqrt()
+        if self._local_norms:
+            local = _norm_of(self._local_norms)
             tensors["local_grad_norm"] = local / scale if scale is not None else local
         elif "grad_norm" in tensors:
             tensors["local_grad_norm"] = tensors["grad_norm"]
-        if scale is not None and self._glob_sq:
+        if scale is not None and self._glob_norms:
             tensors["grad_norm"] = tensors["grad_norm"] / scale
         lr = self._lr_used if self._lr_used is not None else (
             self._groups()[0]["lr"] * self._lr_factor.get(step, 1.0) if self.optimizer is not None else None)
@@ -515,8 +592,8 @@ class Probe:
 
     def _post_step(self, rec, tensors, numel, frozen):
         names = list(tensors)
-        if names:
-            vals = torch.stack([tensors[n].detach().reshape(()).double() for n in names])
+        if names and any(t.is_cuda for t in tensors.values()):
+            vals = torch.stack([tensors[n].detach().reshape(()).double().to(_cuda_device_of(tensors)) for n in names])
             if vals.is_cuda:  # copied to pinned memory, read a step later (no sync of the probe's own)
                 host = torch.empty(vals.shape, dtype=vals.dtype, pin_memory=True)
                 host.copy_(vals, non_blocking=True)
@@ -526,8 +603,8 @@ class Probe:
                 self._flush_pending(keep=1)
                 return
             self._fill(rec, names, vals.tolist(), numel, frozen)
-        else:
-            self._fill(rec, [], [], numel, frozen)
+        else:  # on the CPU a read is no synchronisation
+            self._fill(rec, names, [float(tensors[n]) for n in names], numel, frozen)
 
     def _flush_pending(self, keep=0):
         while len(self._pending) > keep:
@@ -544,11 +621,13 @@ class Probe:
             rec["grad_zero_frac"] = v["zeros"] / numel
         if frozen:  # the logger shows what it showed last
             rec["step"], last_loss = self._logged
+            if torch.is_tensor(last_loss):
+                last_loss = float(last_loss)
             if last_loss is None:
                 rec.pop("loss", None)
             else:
                 rec["loss"] = last_loss
-        else:
+        elif rec["step"] >= self._logged[0]:  # (a CUDA record is filled a step late)
             self._logged = (rec["step"], rec.get("loss"))
         every = self.plan["log_every"] if self.plan else 1
         if rec["step"] % every == 0 or frozen:

@@ -1,14 +1,13 @@
 """The probe's telemetry writer and heartbeat thread (docs/DESIGN.md §3).
 
-One JSON object a line in <run dir>/telemetry/rank-<r>.jsonl, written by a background thread in the
-order posted and flushed at once (the harness's bound is 5 ms, telemetry/async_writer.h); `close()`
-drains it, so every completed step is on disk. A write that fails is reported on stderr with the file
-and the OS's reason, and the probe stops writing (the training is the user's: it is not ended for it).
+One JSON object a line in <run dir>/telemetry/rank-<r>.jsonl, written and flushed as it is posted (the
+harness's bound is 5 ms, telemetry/async_writer.h), so every completed step is on disk. A write that
+fails is reported on stderr with the file and the OS's reason, and the probe stops writing (the
+training is the user's: it is not ended for it).
 """
 import json
 import math
 import os
-import queue
 import sys
 import threading
 import time
@@ -19,41 +18,39 @@ def finite(x):
 
 
 class Writer:
+    """Writes each record as it is posted, from whichever thread posts it (the training's or the heartbeat's),
+    under a lock. A line of a few hundred bytes to the page cache costs microseconds; a writer thread
+    woken per record cost the training's thread more in handing the interpreter lock back and forth
+    (bench/probe_overhead.py)."""
+
     def __init__(self, path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self.path = path
         self._f = open(path, "a", encoding="utf-8")
-        self._q = queue.SimpleQueue()
+        self._lock = threading.Lock()
         self._failed = False
-        self._thread = threading.Thread(target=self._run, name="flatline-telemetry", daemon=True)
-        self._thread.start()
 
     def post(self, record):
-        self._q.put(record)
-
-    def _run(self):
-        while True:
-            r = self._q.get()
-            if r is None:
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock:
+            if self._failed or self._f is None:
                 return
-            if self._failed:
-                continue
             try:
-                self._f.write(json.dumps(r, separators=(",", ":")) + "\n")
+                self._f.write(line)
                 self._f.flush()
             except OSError as e:
                 self._failed = True
-                print(f"flatline probe: {self.path}: cannot write the {r.get('kind')} record of step "
-                      f"{r.get('step')}: {e.strerror or e}", file=sys.stderr, flush=True)
+                print(f"flatline probe: {self.path}: cannot write the {record.get('kind')} record of step "
+                      f"{record.get('step')}: {e.strerror or e}", file=sys.stderr, flush=True)
 
     def close(self):
-        if self._thread.is_alive():
-            self._q.put(None)
-            self._thread.join(timeout=10)
-        try:
-            self._f.close()
-        except OSError:
-            pass
+        with self._lock:
+            f, self._f = self._f, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 class Heartbeat:

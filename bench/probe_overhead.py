@@ -1,0 +1,101 @@
+"""The probe's overhead on a step (docs/DESIGN.md §16): the example trainers' model (examples/trainers/
+common.py TinyLM, batch 8 x 32 bytes) and transformers' tiny GPT-2 of hf_trainer.py, one process, one
+CPU thread, AdamW. Two copies of the same job side by side in one process, one with the probe attached
+(every step recorded at log_every 1; --log-every N records, and measures, one step in N), their steps
+interleaved (the order swapped each step, so the machine's drift falls on both alike). Prints each
+round's mean step time of each, then the median and spread (min..max) of the ratio on/off over the
+rounds.
+
+    PYTHONPATH=python .venv/bin/python bench/probe_overhead.py [--rounds 7] [--steps 200] [--log-every 1]
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "trainers"))
+from common import ByteWindows, TinyLM  # noqa: E402
+from flatline_probe import attach  # noqa: E402
+
+
+def tiny_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=32, n_embd=64, n_layer=2, n_head=4))
+
+        def forward(self, x, y):
+            return self.m(input_ids=x, labels=x).loss
+    return Wrapped()
+
+
+PLAN = {"format": "flatline-plan/1", "name": "bench", "seed": 0, "world_size": 1, "steps": 1 << 30, "log_every": 1,
+        "heartbeat_s": 0.5, "collective_timeout_s": 30, "precision": "fp32", "device": "cpu", "actions": [],
+        "lr_factor": []}
+
+
+class Job:
+    """One model's training, with the probe attached or not; step() times one step (forward to update)."""
+
+    def __init__(self, make_model, probe_on, data, log_every=1):
+        torch.manual_seed(0)
+        self.model = make_model()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3)
+        self.probe = attach(tempfile.mkdtemp(prefix="probe-bench-"), self.model, self.opt,
+                            plan=dict(PLAN, log_every=log_every)) if probe_on else None
+        self.loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=False, drop_last=True)
+        self.it = iter(self.loader)
+
+    def step(self):
+        try:
+            x, y = next(self.it)
+        except StopIteration:
+            self.it = iter(self.loader)
+            x, y = next(self.it)
+        t = time.perf_counter()
+        loss = self.model(x, y)
+        if self.probe:
+            self.probe.loss(loss)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=200, help="steps of each job per round")
+    ap.add_argument("--log-every", type=int, default=1, help="the plan's log_every (a step not logged is not measured)")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    data = ByteWindows()
+    for name, make in (("TinyLM", TinyLM), ("tiny GPT-2", tiny_gpt2)):
+        off, on = Job(make, False, data), Job(make, True, data, a.log_every)
+        for _ in range(20):  # warm-up
+            off.step(), on.step()
+        ratios = []
+        for r in range(a.rounds):
+            t_off, t_on = [], []
+            for i in range(a.steps):  # interleaved, the order swapped each step: drift hits both alike
+                if i % 2:
+                    t_off.append(off.step()), t_on.append(on.step())
+                else:
+                    t_on.append(on.step()), t_off.append(off.step())
+            # the mean: at log_every N the one step in N the probe measures is the cost, not the median step
+            m_off, m_on = statistics.fmean(t_off), statistics.fmean(t_on)
+            ratios.append(m_on / m_off)
+            print(f"{name} round {r + 1}: mean step off {m_off * 1e3:.3f} ms  on {m_on * 1e3:.3f} ms  ratio {m_on / m_off:.4f}")
+        on.probe.close()
+        print(f"{name}, log_every {a.log_every}: probe on / off = {statistics.median(ratios):.4f} median over "
+              f"{a.rounds} rounds (spread {min(ratios):.4f}..{max(ratios):.4f})")
+
+
+if __name__ == "__main__":
+    main()
