@@ -114,6 +114,10 @@ std::vector<std::string> rank_env(const std::vector<std::pair<std::string, std::
 
 // Everything the child needs is prepared before fork(): between fork and exec it only calls
 // async-signal-safe functions.
+// kExitRestart is flatline's own worker's word for "stopped at the scenario's restart"; from an external
+// trainer (which cannot have a restart, docs/DESIGN.md §16) exit status 3 is a failure like any other.
+bool is_restart_exit(const Scenario& s, int code) { return s.trainer.command.empty() && code == kExitRestart; }
+
 RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, LaunchOptions::Start start) {
   RankProc p;
   const std::string log = fmt::format("{}/logs/rank-{}.log", o.run_dir, rank);
@@ -280,6 +284,7 @@ struct LiveFeed {
   OnsetClock onsets;
   std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
   std::vector<int64_t> last_step;   // the step of its last record
+  std::vector<char> stepped;        // the rank wrote a step record (in any phase)
   // Progress (core/protocol.h progress_bound_s): when a step record last arrived from any rank in this
   // phase, and the spacings of the last ones, on the launcher's clock.
   double last_step_wall = 0;
@@ -292,7 +297,8 @@ struct LiveFeed {
   }
   DetectorFeed* detectors = nullptr;  // external detectors, when attached
   LiveFeed(std::vector<FaultTruth> truths, int world)
-      : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0) {}
+      : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0),
+        stepped(static_cast<size_t>(world), 0) {}
   size_t poll(Triage& tri, Progress* progress, double now_wall) {
     size_t n = 0;
     for (size_t i = 0; i < tails.size(); ++i) {
@@ -306,6 +312,7 @@ struct LiveFeed {
         ended[i] = stream_ended_after(ended[i], r);
         last_step[i] = r.step;
         if (r.kind == RecordKind::step) {
+          stepped[i] = 1;
           if (any_step && now_wall > last_step_wall) {
             step_spacing.push_back(now_wall - last_step_wall);
             if (step_spacing.size() > 16) step_spacing.pop_front();
@@ -391,7 +398,7 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
       --alive;
       drain_output(p, static_cast<int>(i), c.warnings);
       const bool by_signal_asked = forwarded > 0 && p.code == kExitSignalBase + c.res.interrupted_by;
-      if (p.code != kExitOk && p.code != kExitRestart && !by_signal_asked && p.killed_why.empty()) {
+      if (p.code != kExitOk && !is_restart_exit(s, p.code) && !by_signal_asked && p.killed_why.empty()) {
         // A failed collective (its last words carry kCommFailureMark) gives way to another kind of failure.
         const std::string words = last_words(p.tail, 3);
         const bool consequence = words.find(kCommFailureMark) != std::string::npos;
@@ -570,9 +577,20 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   PhaseContext c{s, o, start, tri, feed, res, warnings};
 
   auto codes = run_phase(c, o.start);
-  const bool restart = std::all_of(codes.begin(), codes.end(), [](int x) { return x == kExitRestart; });
+  const bool restart = std::all_of(codes.begin(), codes.end(), [&](int x) { return is_restart_exit(s, x); });
   if (restart && res.interrupted_by == 0) codes = run_phase(c, LaunchOptions::Start::resume);
   if (o.progress) o.progress->done();
+  // An external trainer that exits 0 having trained nothing the probe saw is a failed run, not a healthy
+  // one (docs/DESIGN.md §16): its script ran, the probe was not attached or wrote elsewhere.
+  if (!s.trainer.command.empty() && res.first_error.empty() && res.interrupted_by == 0)
+    for (size_t i = 0; i < codes.size(); ++i)
+      if (!feed.stepped[i]) {
+        res.first_error = fmt::format(
+            "rank {} exited with {} without writing a step record to {}/telemetry/rank-{}.jsonl: the external "
+            "trainer '{}' ran no step with flatline's probe attached (it writes to ${})",
+            i, status_text(codes[i]), o.run_dir, i, s.trainer.command, kEnvProbeRunDir);
+        break;
+      }
   // Liveness is judged against the time the run ended, not its last record (a silent rank shows).
   const double t_end = wall_now() - start;
   tri.finish(t_end);
