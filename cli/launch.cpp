@@ -136,7 +136,8 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
   if (external) {  // the probe's variables (docs/DESIGN.md §16); torch's intra-op threads as torchrun sets them
     const std::string dir = fs::absolute(o.run_dir).string();
     vars.insert(vars.end(), {{kEnvProbeRunDir, dir}, {kEnvProbePlan, dir + "/plan.json"},
-                             {kEnvProbeResume, start == LaunchOptions::Start::fresh ? "0" : "1"}});
+                             {kEnvProbeResume, start == LaunchOptions::Start::fresh ? "0" : "1"},
+                             {kEnvTrainerDir, dir + "/" + kTrainerDirName}});
     if (!std::getenv("OMP_NUM_THREADS"))
       vars.emplace_back("OMP_NUM_THREADS",
                         std::to_string(o.threads_per_rank > 0 ? o.threads_per_rank : std::max(1, this_machine().cores / s.world_size)));
@@ -539,7 +540,10 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   fs::create_directories(o.run_dir + "/telemetry");
   fs::create_directories(o.run_dir + "/logs");
   write_file_atomic(o.run_dir + "/scenario.yaml", yaml_text, "the scenario");
-  if (!s.trainer.command.empty()) write_file_atomic(o.run_dir + "/plan.json", plan_json(s), "the probe's plan");
+  if (!s.trainer.command.empty()) {
+    write_file_atomic(o.run_dir + "/plan.json", plan_json(s), "the probe's plan");
+    fs::create_directories(fs::path(o.run_dir) / kTrainerDirName);  // its own outputs' place (kEnvTrainerDir)
+  }
 
   Manifest& m = res.manifest;
   m = scenario_manifest(s, fmt::format("flatline {}; {}; {}", FLATLINE_VERSION, build_info(), placement_info(s)));

@@ -1,5 +1,7 @@
 #include "cli/run_dir.h"
 
+#include "core/protocol.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
@@ -20,13 +22,14 @@ namespace fs = std::filesystem;
 namespace {
 // Everything a run (cli/launch.cpp, the ranks, `simulate --out`) writes at a run directory's top level:
 // detectors/ holds external detectors' stderr (detectors/external.h), formats/ the foreign-format logs
-// (telemetry/writers/writer.h), confirm/ a confirmation's replays (confirm/confirm.h).
+// (telemetry/writers/writer.h), confirm/ a confirmation's replays (confirm/confirm.h), trainer/ an
+// external trainer's own outputs (kTrainerDirName, core/protocol.h).
 const std::set<std::string>& run_entries() {
   static const std::set<std::string> s = {"scenario.yaml", "plan.json", "plan.json.tmp", "manifest.json",      "manifest.json.tmp",
                                           "diagnosis.json",     "diagnosis.json.tmp", "telemetry",
                                           "logs",               "checkpoints",        "telemetry_warnings.txt",
                                           "detectors",          "formats",            "confirm",
-                                          kRunDirLockFile};
+                                          kTrainerDirName,      kRunDirLockFile};
   return s;
 }
 }  // namespace

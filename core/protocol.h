@@ -34,6 +34,11 @@ constexpr const char* kEnvProbeRunDir = "FLATLINE_RUN_DIR";
 constexpr const char* kEnvProbePlan = "FLATLINE_PLAN";
 constexpr const char* kEnvProbeResume = "FLATLINE_RESUME";
 constexpr const char* kEnvProbeScenario = "FLATLINE_SCENARIO";
+// <run dir>/trainer, made by the launcher: where an external trainer writes its own outputs (checkpoints,
+// logs, a Trainer's output_dir). It belongs to the run: the next run of the scenario replaces it; any other
+// name the script writes at the run directory's top level makes flatline refuse to replace the directory.
+constexpr const char* kEnvTrainerDir = "FLATLINE_TRAINER_DIR";
+constexpr const char* kTrainerDirName = "trainer";
 constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;  // torchrun's default
 // The network interface Gloo binds (torch.distributed's own variable, ProcessGroupGloo

@@ -14,8 +14,9 @@
 # torch.utils.cmake_prefix_path) with CUDA and NCCL, or falls back to the prebuilt binaries if that
 # fails; then runs `flatline --version`, the CUDA and aten tests (gtest XML), the main suite on
 # `device: cuda` (its 2-rank scenarios through Gloo on CUDA tensors, sharing the GPU; a 1-rank
-# healthy and loss-scale-collapse run on NCCL), a hung rank on CUDA (bounded time, clear error), and
-# the GPU benchmark (flatline vs PyTorch eager at three GPT sizes, fp16 autocast; telemetry overhead).
+# healthy and loss-scale-collapse run on NCCL), a hung rank on CUDA (bounded time, clear error), the
+# probe in the example trainers (scenarios/external on the DDP loop, 2 ranks; transformers and Lightning
+# on one rank, fp16), and the GPU benchmark (flatline vs PyTorch eager at three GPT sizes, fp16 autocast; telemetry overhead).
 # Everything lands in $OUT: summary.txt (all of it, in order), build.log, tests.xml, suite.json,
 # bench.json, reference.txt. DEVICE_CHECK_PREBUILT=1 skips the build (a re-run). Budget: under 8 minutes on one H200 (build ~2-3, tests ~1, suite ~2, bench ~2); each
 # part has its own timeout so that one stuck part cannot take the rest down.
@@ -130,6 +131,25 @@ timeout 120 "$flatline" run "$runs/hang.yaml" --device cuda --process-group gloo
   grep -E 'run_not_alive|verdict|error' | tee -a "$summary"
 say "hang run took $(($(date +%s) - t0)) s; rank 0's last step record: $(grep -c '"kind":"step"' \
   "$runs/cuda-hang/telemetry/rank-0.jsonl" 2>/dev/null) steps"
+
+part "the probe in external trainers on CUDA (docs/DESIGN.md §16): the DDP loop, every scenario"
+py=$(command -v python3)
+mkdir -p "$runs/external"
+timeout 180 "$flatline" score "$here"/scenarios/external/*.yaml --device cuda --out "$runs/external" \
+  --junit "$OUT/probe-cuda.xml" --trainer "env PYTHONPATH=$here/python $py $here/examples/trainers/ddp_loop.py" 2>&1 |
+  grep -E '^external-|accuracy|false alarms|harness failure' | tee -a "$summary"
+# transformers and Lightning put one rank on each GPU: one rank here, the fp16 scenario (a GradScaler only
+# a GPU gives transformers) and its healthy twin.
+for s in healthy loss-scale-clamped-low; do
+  sed -e 's/^world_size: .*/world_size: 1/' -e "s/^name: .*/name: external-$s-1rank/" \
+    "$here/scenarios/external/$s.yaml" >"$runs/external/$s-1rank.yaml"
+done
+for t in hf_trainer:transformers lightning_module:lightning; do
+  if ! "$py" -c "import ${t#*:}" 2>/dev/null; then say "${t%%:*}: skipped: this python3 has no ${t#*:}"; continue; fi
+  timeout 150 "$flatline" score "$runs"/external/*-1rank.yaml --device cuda --out "$runs/external/${t%%:*}" \
+    --trainer "env PYTHONPATH=$here/python $py $here/examples/trainers/${t%%:*}.py" 2>&1 |
+    grep -E '^external-|accuracy|harness failure' | sed "s/^/${t%%:*}: /" | tee -a "$summary"
+done
 
 part "GPU benchmark: flatline step (aten, fp16 autocast) vs PyTorch eager, same GPU"
 {

@@ -9,10 +9,23 @@ FORTUNES = "/usr/share/games/fortunes"  # Debian's fortunes-min / fortunes packa
 
 
 def shape(plan):
-    """steps, seed, collective timeout (s), fp16: the plan's when flatline runs the job, else defaults."""
+    """steps, seed, collective timeout (s), fp16, device (torch.device): the plan's when flatline runs the
+    job (`--device cuda` makes it cuda), else defaults."""
     if plan:
-        return plan["steps"], plan["seed"], plan["collective_timeout_s"], plan["precision"] == "fp16"
-    return int(os.environ.get("STEPS", 60)), 7, 30.0, False
+        return (plan["steps"], plan["seed"], plan["collective_timeout_s"], plan["precision"] == "fp16",
+                device_of(plan["device"]))
+    return int(os.environ.get("STEPS", 60)), 7, 30.0, False, torch.device("cpu")
+
+
+def device_of(kind):
+    """cpu, or cuda:LOCAL_RANK modulo the GPUs this process sees (ranks share GPUs over Gloo, as flatline's
+    own trainer's do; sim/trainer.cpp)."""
+    if kind != "cuda":
+        return torch.device("cpu")
+    n = torch.cuda.device_count()
+    if n == 0:
+        raise SystemExit("the plan's device is cuda, but this process sees no GPU")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % n)
 
 
 class ByteWindows(torch.utils.data.Dataset):

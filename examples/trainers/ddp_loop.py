@@ -17,15 +17,17 @@ from common import ByteWindows, TinyLM, shape, warmup_cosine  # noqa: E402
 from flatline_probe import attach, load_plan  # noqa: E402
 
 plan = load_plan()
-steps, seed, timeout_s, fp16 = shape(plan)
-dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
+steps, seed, timeout_s, fp16, device = shape(plan)
+if device.type == "cuda":
+    torch.cuda.set_device(device)
+dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))  # Gloo: ranks may share a GPU
 torch.manual_seed(seed)
 data = ByteWindows()
 sampler = DistributedSampler(data, shuffle=True, seed=seed)
-model = DDP(TinyLM())
+model = DDP(TinyLM().to(device), device_ids=[device.index] if device.type == "cuda" else None)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
 sched = warmup_cosine(opt, 5, steps)
-scaler = torch.amp.GradScaler("cpu") if fp16 else None
+scaler = torch.amp.GradScaler(device.type) if fp16 else None
 probe = attach("runs/ddp-loop", model, opt, scaler=scaler, sampler=BatchSampler(sampler, 8, drop_last=True),
                plan=plan)
 loader = DataLoader(data, batch_sampler=probe.sampler)
@@ -34,7 +36,8 @@ step, epoch = 0, 0
 while step < steps:
     sampler.set_epoch(epoch)
     for x, y in loader:
-        with torch.autocast("cpu", dtype=torch.float16, enabled=fp16):
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with torch.autocast(device.type, dtype=torch.float16, enabled=fp16):
             loss = probe.loss(model(x, y))
         opt.zero_grad(set_to_none=True)
         if scaler:

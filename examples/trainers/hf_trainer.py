@@ -13,15 +13,16 @@ from flatline_probe import FlatlineCallback, load_plan  # noqa: E402
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
 
-steps, seed, timeout_s, fp16 = shape(load_plan())
-out = os.environ.get("FLATLINE_RUN_DIR", "runs/hf-trainer")
+steps, seed, timeout_s, fp16, device = shape(load_plan())
+# the Trainer's own outputs: where flatline gives them a place in the run directory, else beside the telemetry
+out = os.environ.get("FLATLINE_TRAINER_DIR", "runs/hf-trainer/trainer")
 model = GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=32, n_embd=64, n_layer=2, n_head=4,
                                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
-args = TrainingArguments(output_dir=os.path.join(out, "hf"), max_steps=steps, per_device_train_batch_size=8,
+args = TrainingArguments(output_dir=out, max_steps=steps, per_device_train_batch_size=8,
                          learning_rate=3e-3, weight_decay=0.1, warmup_steps=5, lr_scheduler_type="cosine",
                          max_grad_norm=1.0, logging_steps=10, save_strategy="no", report_to=[], seed=seed,
-                         use_cpu=not fp16, fp16=fp16, ddp_backend="gloo" if not fp16 else None,
-                         ddp_timeout=int(timeout_s), ddp_find_unused_parameters=False, dataloader_num_workers=0, disable_tqdm=True)
+                         use_cpu=device.type == "cpu", fp16=fp16, ddp_backend="gloo", ddp_timeout=int(timeout_s),
+                         ddp_find_unused_parameters=False, dataloader_num_workers=0, disable_tqdm=True)
 Trainer(model=model, args=args, train_dataset=ByteWindows(as_dict=True),
         callbacks=[FlatlineCallback("runs/hf-trainer")]).train()
 if torch.distributed.is_initialized():  # the Trainer leaves it: a process group alive at exit aborts
