@@ -4,8 +4,10 @@ At on_train_begin it finds what the Trainer built: the model (its forward hooks 
 loss, `output.loss`), the DistributedDataParallel around it (its communication hook gives the local
 gradients and carries the rank faults), the optimizer (accelerate's AcceleratedOptimizer: its torch
 optimizer's step hooks, and its GradScaler under fp16 on a GPU). A step begins at on_step_begin and
-ends at on_step_end; a save is a checkpoint_save event. The Trainer clips before the optimizer's step:
-without DDP the grad norm is the clipped one (with DDP it is taken in the hook, before clipping).
+ends at on_step_end; a save is a checkpoint_save event; a Trainer resumed from a checkpoint
+(state.global_step > 0 at on_train_begin) gives checkpoint_load and resume events. The Trainer clips
+before the optimizer's step: without DDP the grad norm is the clipped one (with DDP it is taken in the
+hook, before clipping).
 """
 from transformers import TrainerCallback
 
@@ -28,6 +30,8 @@ class FlatlineCallback(TrainerCallback):
         if scaler is not None:
             p.watch_scaler(scaler)
         p.watch_model(model, loss_from_output=True)
+        if state.global_step > 0:  # resume_from_checkpoint: the Trainer restored its state before this
+            p.checkpoint_loaded(state.global_step, f"{args.output_dir}: global step {state.global_step}")
 
     def on_step_begin(self, args, state, control, **kw):
         if self.probe:

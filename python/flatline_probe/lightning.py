@@ -4,6 +4,7 @@ Lightning calls the optimizer's step with a closure that runs the forward and ba
 update's statistics and the lr faults are taken at on_before_optimizer_step (gradients ready, update not
 made), not at the optimizer's step pre-hook. The batch comes to on_train_batch_start (hashed, replaced
 in place where the plan replays one), the loss to on_train_batch_end; the DDP module is the strategy's.
+A checkpoint saved is a checkpoint_save event; one restored (fit's ckpt_path) checkpoint_load and resume.
 """
 try:
     from lightning.pytorch import Callback
@@ -16,6 +17,7 @@ from .probe import Probe
 class FlatlineLightningCallback(Callback):
     def __init__(self, run_dir=None):
         self.run_dir, self.probe = run_dir, None
+        self._restored = None  # the global step of a checkpoint Lightning restored before training began
 
     def on_train_start(self, trainer, pl_module):
         opt = trainer.optimizers[0]
@@ -31,6 +33,8 @@ class FlatlineLightningCallback(Callback):
         if scaler is not None:
             p.watch_scaler(scaler)
         p.watch_ddp(trainer.strategy.model)
+        if self._restored:
+            p.checkpoint_loaded(self._restored, f"global step {self._restored}")
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self.probe.begin_step()
@@ -48,6 +52,10 @@ class FlatlineLightningCallback(Callback):
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
         if self.probe:
             self.probe.checkpoint_saved(f"global step {trainer.global_step}")
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+        # called while fit restores ckpt_path, before on_train_start (the probe is made there)
+        self._restored = int(checkpoint.get("global_step", 0)) or None
 
     def on_train_end(self, trainer, pl_module):
         if self.probe:

@@ -131,6 +131,65 @@ class ProbeTest(unittest.TestCase):
         with self.assertRaises(PlanError):
             load_plan()
 
+    def test_a_parameter_changed_outside_the_optimizer_is_not_counted_as_the_update(self):
+        # the copy before an update is reused from the last one only while no parameter changed since
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan())
+        x, y = torch.ones(4, 2), torch.zeros(4, 1)
+        for i in range(4):
+            if i == 2:
+                with torch.no_grad():
+                    model.weight.add_(10.0)  # an EMA swap, a load_state_dict: not the optimizer's update
+            loss = probe.loss(torch.nn.functional.mse_loss(model(x), y))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        probe.close()
+        steps = [r for r in records(self.dir) if r["kind"] == "step"]
+        for r in steps:
+            self.assertLess(abs(r["update_norm"] - 0.1 * r["grad_norm"]), 1e-5 * r["update_norm"])
+
+    def test_grad_zero_frac_counts_the_zero_gradients(self):
+        # input feature 1 always 0: that weight's gradient is 0, the other weight's and the bias's are not
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan())
+        x = torch.stack([torch.linspace(-1, 1, 4), torch.zeros(4)], 1)
+        loss = probe.loss(torch.nn.functional.mse_loss(model(x), torch.ones(4, 1)))
+        loss.backward()
+        opt.step()
+        probe.close()
+        (r,) = [r for r in records(self.dir) if r["kind"] == "step"]
+        self.assertAlmostEqual(r["grad_zero_frac"], 1 / 3)
+
+    def test_log_every_records_and_measures_one_step_in_n(self):
+        steps, _, _ = train(self.dir, plan(log_every=3), steps=9)
+        self.assertEqual([r["step"] for r in steps], [3, 6, 9])
+        self.assertEqual([r["opt_step"] for r in steps], [3, 6, 9])
+        for r in steps:
+            self.assertLess(abs(r["update_norm"] - 0.1 * r["grad_norm"]), 1e-5 * r["update_norm"])
+            self.assertIn("batch_hash", r)
+
+    def test_a_resume_numbers_the_steps_after_the_checkpoint(self):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan(steps=20))
+        probe.checkpoint_loaded(10, "ckpt-10")
+        for _ in range(2):
+            loss = probe.loss(torch.nn.functional.mse_loss(model(torch.ones(4, 2)), torch.zeros(4, 1)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        probe.close()
+        rs = records(self.dir)
+        self.assertEqual([r["step"] for r in rs if r["kind"] == "step"], [11, 12])
+        events = [r["name"] for r in rs if r["kind"] == "event"]
+        self.assertEqual(events[:3], ["run_start", "checkpoint_load", "resume"])
+
     def test_a_plan_for_another_world_is_refused(self):
         p = plan()
         p["world_size"] = 4
