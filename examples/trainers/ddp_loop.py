@@ -54,4 +54,5 @@ while step < steps:
             break
     epoch += 1
 probe.close()
+dist.barrier()  # no rank closes its connections while a peer may still use them
 dist.destroy_process_group()

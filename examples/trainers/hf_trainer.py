@@ -26,4 +26,5 @@ args = TrainingArguments(output_dir=out, max_steps=steps, per_device_train_batch
 Trainer(model=model, args=args, train_dataset=ByteWindows(as_dict=True),
         callbacks=[FlatlineCallback("runs/hf-trainer")]).train()
 if torch.distributed.is_initialized():  # the Trainer leaves it: a process group alive at exit aborts
+    torch.distributed.barrier()  # no rank closes its connections while a peer may still use them
     torch.distributed.destroy_process_group()
