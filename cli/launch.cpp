@@ -456,6 +456,7 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
     // data, a deadlocked loader): no collective times out, so nothing else would end it ----
     const double progress_bound = progress_bound_s(c.feed.any_step, c.feed.longest_recent_step(), s.heartbeat_s,
                                                    s.collective_timeout_s);
+    const double progress_floor = progress_bound_s(true, 0, s.heartbeat_s, s.collective_timeout_s);
     if (!c.res.stalled && c.res.interrupted_by == 0 && kill_at < 0 && now - c.feed.last_step_wall > progress_bound) {
       c.res.stalled = true;
       const std::string why =
@@ -464,11 +465,11 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
                             "bound {:.0f} s = max({:.0f} x the longest recent step {:.2f} s, {:.0f} s)): every rank "
                             "stopped by the launcher",
                             now - c.feed.last_step_wall, progress_bound, kProgressSteps, c.feed.longest_recent_step(),
-                            stall_bound)
+                            progress_floor)
               : fmt::format("no first step from any rank for {:.1f} s while records still arrive (the launcher's "
                             "clock; bound {:.0f} s = a first step's allowance {:.0f} s + {:.0f} s): every rank stopped "
                             "by the launcher",
-                            now - c.feed.last_step_wall, progress_bound, kFirstStepAllowanceS, stall_bound);
+                            now - c.feed.last_step_wall, progress_bound, kFirstStepAllowanceS, progress_floor);
       c.res.first_error = why;
       say(o, "  [watchdog] " + why + "\n");
       kill_all(why);

@@ -129,10 +129,16 @@ inline double stall_bound_s(double heartbeat_s, double collective_timeout_s) {
 //                         record for max(stall_bound_s, kProgressSteps x the longest of its recent step
 //                         intervals): ten typical steps, never sooner than the ranks' own collective
 //                         timeout. run_not_alive names the hang first (3 steps + a heartbeat).
+//   kCollectiveReportS    ... and never before the ranks' own collective timeout has had this long to
+//                         end them: it counts from when a rank entered the collective, after its last
+//                         step record, and the rank then writes its error and exits. A rank's own error
+//                         ("all-reduce timed out ...") names what happened; the launcher's stop does not.
 constexpr double kFirstStepAllowanceS = 120;
 constexpr double kProgressSteps = 10;
+constexpr double kCollectiveReportS = 2;
 inline double progress_bound_s(bool any_step, double longest_step_s, double heartbeat_s, double collective_timeout_s) {
-  const double stall = stall_bound_s(heartbeat_s, collective_timeout_s);
+  double stall = stall_bound_s(heartbeat_s, collective_timeout_s);
+  if (collective_timeout_s + kCollectiveReportS > stall) stall = collective_timeout_s + kCollectiveReportS;
   if (!any_step) return kFirstStepAllowanceS + stall;
   const double b = kProgressSteps * longest_step_s;
   return b > stall ? b : stall;
