@@ -284,6 +284,7 @@ struct LiveFeed {
   std::vector<std::string> warnings;
   OnsetClock onsets;
   std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
+  std::vector<char> finished;       // ... and that end is its work done (run_end)
   std::vector<int64_t> last_step;   // the step of its last record
   std::vector<char> stepped;        // the rank wrote a step record (in any phase)
   // Progress (core/protocol.h progress_bound_s): when a step record last arrived from any rank in this
@@ -298,8 +299,8 @@ struct LiveFeed {
   }
   DetectorFeed* detectors = nullptr;  // external detectors, when attached
   LiveFeed(std::vector<FaultTruth> truths, int world)
-      : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0),
-        stepped(static_cast<size_t>(world), 0) {}
+      : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), finished(static_cast<size_t>(world), 0),
+        last_step(static_cast<size_t>(world), 0), stepped(static_cast<size_t>(world), 0) {}
   size_t poll(Triage& tri, Progress* progress, double now_wall) {
     size_t n = 0;
     for (size_t i = 0; i < tails.size(); ++i) {
@@ -310,7 +311,10 @@ struct LiveFeed {
         if (detectors) detectors->push(r);
         onsets.observe(r);
         if (progress) progress->observe(r, now_wall);
-        ended[i] = stream_ended_after(ended[i], r);
+        const bool was_ended = ended[i];
+        ended[i] = stream_ended_after(was_ended, r);
+        if (ended[i] != was_ended || r.kind == RecordKind::event)
+          finished[i] = ended[i] && r.kind == RecordKind::event && r.name == "run_end";
         last_step[i] = r.step;
         if (r.kind == RecordKind::step) {
           stepped[i] = 1;
@@ -364,6 +368,9 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
   const double stall_bound = stall_bound_s(s.heartbeat_s, s.collective_timeout_s);
   double last_record_wall = wall_now();
   bool any_record = false;
+  const double teardown_grace = teardown_grace_s(s.collective_timeout_s);
+  double teardown_since = -1;       // wall time since which every rank still running has written its end
+  bool torn_down = false;
   auto kill_all = [&](const std::string& why) {
     for (auto& p : ranks)
       if (p.code == -1 && p.killed_why.empty()) {
@@ -439,9 +446,28 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
       forwarded = g_signals;
     }
 
+    // ---- teardown: every rank still running has written its end: its silence is no stall ----
+    bool tearing_down = true;
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i].code == -1 && !c.feed.finished[i]) tearing_down = false;
+    if (!tearing_down) {
+      teardown_since = -1;
+    } else if (teardown_since < 0) {
+      teardown_since = now;
+    } else if (now - teardown_since > teardown_grace && !torn_down) {
+      torn_down = true;
+      const std::string why = fmt::format("wrote its end but had not exited {:.0f} s later (teardown bound max({:.0f} s, "
+                                          "collective timeout {:.0f} s)): killed by the launcher; its telemetry is "
+                                          "complete", teardown_grace, kTeardownMinS, s.collective_timeout_s);
+      for (size_t i = 0; i < ranks.size(); ++i)
+        if (ranks[i].code == -1) c.warnings.push_back(fmt::format("rank {} {}", i, why));
+      say(o, "  [watchdog] every rank still running " + why + "\n");
+      kill_all(why);
+    }
+
     // ---- the progress watchdog: no record from any rank for the bound ----
     const double bound = any_record ? stall_bound : kJoinTimeoutS + stall_bound;
-    if (!c.res.stalled && c.res.interrupted_by == 0 && now - last_record_wall > bound) {
+    if (!tearing_down && !c.res.stalled && c.res.interrupted_by == 0 && now - last_record_wall > bound) {
       c.res.stalled = true;
       const std::string why =
           fmt::format("no record from any rank for {:.1f} s (the launcher's clock; bound {:.0f} s = max({:.0f} heartbeats "
@@ -457,7 +483,8 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
     const double progress_bound = progress_bound_s(c.feed.any_step, c.feed.longest_recent_step(), s.heartbeat_s,
                                                    s.collective_timeout_s);
     const double progress_floor = progress_bound_s(true, 0, s.heartbeat_s, s.collective_timeout_s);
-    if (!c.res.stalled && c.res.interrupted_by == 0 && kill_at < 0 && now - c.feed.last_step_wall > progress_bound) {
+    if (!tearing_down && !c.res.stalled && c.res.interrupted_by == 0 && kill_at < 0 &&
+        now - c.feed.last_step_wall > progress_bound) {
       c.res.stalled = true;
       const std::string why =
           c.feed.any_step
