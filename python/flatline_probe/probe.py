@@ -45,43 +45,13 @@ import time
 
 import torch
 
+from .norms import FlatCopy, device_hash_words, hash_of_words, nonzeros_, sq_norm
 from .telemetry import Heartbeat, Writer, finite
 
 PLAN_FORMAT = "flatline-plan/1"
 SNAPSHOT_KEEP_BYTES = 256 << 20  # parameters up to this size keep their copy from one update to the next
-
-
-def _flat(tensors, copy=False):
-    """The tensors as one flat tensor per device (torch.cat copies; a single tensor is viewed, or cloned)."""
-    by_dev = {}
-    for t in tensors:
-        by_dev.setdefault(t.device, []).append(t.detach().reshape(-1))
-    out = []
-    for ts in by_dev.values():
-        if len(ts) == 1:
-            out.append(ts[0].clone() if copy else ts[0])
-        else:
-            out.append(torch.cat(ts))
-    return out
-
-
-def _sum_of(xs):
-    """The sum of 0-d tensors (on the first one's device)."""
-    dev = xs[0].device
-    return torch.stack([x if x.device == dev else x.to(dev) for x in xs]).sum()
-
-
-def _cuda_device_of(tensors):
-    """The CUDA device of a step's scalars (the first on one)."""
-    return next(t.device for t in tensors.values() if t.is_cuda)
-
-
-def _norm_of(norms):
-    """The L2 norm of tensors from their L2 norms, as one float32 0-d tensor."""
-    if not norms:
-        return torch.zeros(())
-    dev = norms[0].device
-    return torch.linalg.vector_norm(torch.stack([n if n.device == dev else n.to(dev) for n in norms]).float())
+# What a step's statistics are read as: squared norms and counts are summed over buffers and buckets.
+_SUMMED = ("grad_sq", "local_sq", "nonzero", "param_sq", "update_sq")
 
 
 class PlanError(RuntimeError):
@@ -125,6 +95,19 @@ def _tensors(obj):
     if hasattr(obj, "keys") and hasattr(obj, "__getitem__"):  # a BatchEncoding
         return [t for k in obj.keys() for t in _tensors(obj[k])]
     return []
+
+
+def _bytes_of(t):
+    """A tensor's bytes, as a buffer (no copy of a CPU tensor's; a GPU tensor's are read back)."""
+    a = t.detach()
+    if a.device.type != "cpu":
+        a = a.cpu()
+    if not a.is_contiguous():
+        a = a.contiguous()
+    try:
+        return a.numpy()
+    except TypeError:  # no numpy dtype (bfloat16, ...): its bytes
+        return a.reshape(-1).view(torch.uint8).numpy()
 
 
 def _ddp_of(module):
@@ -215,9 +198,12 @@ class Probe:
         self._lr_saved = None
         self._lr_pinned = None
         self._manual_before_update = False
-        self._before = None      # the parameters before the update in progress, flat (update_norm)
-        self._after = None       # ... after the last one, kept where small (SNAPSHOT_KEEP_BYTES)
-        self._after_versions = None
+        self._grads = FlatCopy()  # the gradients, where no DDP hook sees them (no DDP)
+        self._before = FlatCopy()  # the parameters before the update in progress ...
+        self._after = FlatCopy()   # ... and after the last one (the next one's before, while unchanged)
+        self._after_versions = None  # the parameters' version counters when _after was taken (None: no copy)
+        self._has_before = False   # _before holds the parameters before this step's update
+        self._scratch = {}       # per DDP bucket: a buffer for its nonzero count
         self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
         self._reset_step_stats()
@@ -267,13 +253,14 @@ class Probe:
              "name": name}
         if detail:
             r["detail"] = detail
-        self.writer.post(r)
+        self.writer.post(r, now=True)
 
     def _heartbeat(self):
         if self._closed:
             return
         self.writer.post({"kind": "heartbeat", "rank": self.rank, "t": self._t(),
-                          "step": self.cur if self.cur is not None else self.step + 1, "phase": self.phase})
+                          "step": self.cur if self.cur is not None else self.step + 1, "phase": self.phase},
+                         now=True)
 
     def checkpoint_saved(self, detail=None):
         self._event("checkpoint_save", detail)
@@ -310,13 +297,16 @@ class Probe:
 
     # ---- per step ------------------------------------------------------------------------------
     def _reset_step_stats(self):
-        self._local_norms, self._glob_norms, self._zeros, self._numel = [], [], [], 0
+        self._vals = []          # (name, 0-d tensor): the step's statistics, read when the record is filled
+        self._numel = 0          # gradient elements the nonzero counts are over
+        self._bucket_grads = False  # grad_sq came from DDP's buckets (scaled, under a GradScaler)
         self._first_bucket = True
         self._scale_at_backward = None
         self._stepped = False
-        self._stats = {}
+        self._has_before = False
         self._loss = None
         self._batch_hash = None
+        self._hash_words = None  # a GPU batch's hash words, on the device (read with the statistics)
         self._batch_seen = False
         self._lr_used = None
 
@@ -364,12 +354,15 @@ class Probe:
         self.phase = "compute"
         if not self._logging:  # no record this step: no hash
             return batch
+        if ids is None and any(t.is_cuda for t in tensors):  # read back a step later, with the statistics
+            self._hash_words = device_hash_words(tensors)
+            return batch
         h = hashlib.blake2b(digest_size=8)
         if ids is not None:
             h.update(",".join(str(int(i)) for i in ids).encode())
         else:
             for t in tensors:
-                h.update(t.detach().cpu().contiguous().numpy().tobytes())
+                h.update(_bytes_of(t))
         self._batch_hash = h.hexdigest()
         self.phase = "compute"
         return batch
@@ -429,18 +422,24 @@ class Probe:
                 buf.zero_()
             logging = self._logging
             if logging:
-                self._local_norms.append(torch.linalg.vector_norm(buf.detach(), dtype=torch.float32))
+                self._vals.append(("local_sq", sq_norm(buf.detach())))
             self.phase = "collective"
             fut = default_hooks.allreduce_hook(pg, bucket)
             if not logging:
                 return fut
+            index = bucket.index()
 
-            def after(f):
+            def after(f):  # may run on the process group's thread: a scratch buffer per bucket
                 v = f.value()
                 t = (v[0] if isinstance(v, list) else v).detach()
-                self._glob_norms.append(torch.linalg.vector_norm(t, dtype=torch.float32))
-                self._zeros.append(torch.logical_not(t).sum())
+                scratch = self._scratch.get(index)
+                if scratch is None or scratch.shape != t.shape or scratch.device != t.device:
+                    scratch = self._scratch[index] = torch.empty(t.shape, dtype=torch.float32, device=t.device)
+                self._vals.append(("grad_sq", sq_norm(t)))
+                scratch.copy_(t)
+                self._vals.append(("nonzero", nonzeros_(scratch)))
                 self._numel += t.numel()
+                self._bucket_grads = True
                 return v[0] if isinstance(v, list) else v
             return fut.then(after)
         ddp.register_comm_hook(None, hook)
@@ -452,6 +451,11 @@ class Probe:
 
     def _params(self):
         return [p for g in self._groups() for p in g["params"]]
+
+    @staticmethod
+    def _params_key(params):
+        """What identifies a list of parameters for the flat copies: their ids."""
+        return tuple(map(id, params))
 
     def watch_optimizer(self, optimizer):
         opt = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps one
@@ -466,14 +470,19 @@ class Probe:
         params = self._params()
         if self._logging:
             with torch.no_grad():
-                grads = [p.grad for p in params if p.grad is not None]
-                if grads and not self._glob_norms:  # no DDP hook saw them: the norms here
-                    flat = _flat(grads)
-                    self._stats["grad_norm"] = _norm_of([torch.linalg.vector_norm(f, dtype=torch.float32)
-                                                         for f in flat])
-                    self._stats["zeros"] = _sum_of([torch.logical_not(f).sum() for f in flat])
-                    self._numel = sum(f.numel() for f in flat)
-                self._before = self._snapshot(params)
+                if not self._bucket_grads:  # no DDP hook saw them: the norms here
+                    grads = [p.grad for p in params]
+                    if any(g is None for g in grads):
+                        with_grad = [(p, g) for p, g in zip(params, grads) if g is not None]
+                        key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
+                    else:
+                        key = self._params_key(params)
+                    if grads:
+                        for flat in self._grads.copy(grads, key):
+                            self._vals.append(("grad_sq", sq_norm(flat)))
+                            self._vals.append(("nonzero", nonzeros_(flat)))  # the copy is ours to overwrite
+                            self._numel += flat.numel()
+                self._snapshot(params)
         groups = self._groups()
         self._lr_saved = [g["lr"] for g in groups]
         f = self._lr_factor.get(self.cur, 1.0)
@@ -483,28 +492,34 @@ class Probe:
         self._lr_used = groups[0]["lr"]  # the job's own lr is given back after the update
 
     def _snapshot(self, params):
-        """The parameters before the update (update_norm), flat: the copy taken after the last update where
-        no parameter changed since (their autograd version counters say), else a new one."""
-        versions = [p._version for p in params]
-        if self._after is not None and versions == self._after_versions:
-            return self._after
-        return _flat(params, copy=True)
+        """The parameters before the update: the copy taken after the last update stands where no
+        parameter changed since (their autograd version counters say), else a new one."""
+        if self._after_versions is not None and [p._version for p in params] == self._after_versions:
+            self._before, self._after = self._after, self._before
+        else:
+            self._before.copy(params, self._params_key(params))
+        self._after_versions = None
+        self._has_before = True
 
     def after_update(self):
         self._stepped = True
         self.opt_step += 1
         if self._logging:
             params = self._params()
+            key = self._params_key(params)
             with torch.no_grad():
-                after = _flat(params, copy=True)
-                self._stats["param_norm"] = _norm_of([torch.linalg.vector_norm(a, dtype=torch.float32)
-                                                      for a in after])
-                if self._before is not None:
-                    self._stats["update_norm"] = _norm_of([torch.linalg.vector_norm(a - b, dtype=torch.float32)
-                                                           for a, b in zip(after, self._before)])
-                    self._before = None
-            small = sum(a.numel() * a.element_size() for a in after) <= SNAPSHOT_KEEP_BYTES
-            self._after, self._after_versions = (after, [p._version for p in params]) if small else (None, None)
+                after = self._after.copy(params, key)
+                for flat in after:
+                    self._vals.append(("param_sq", sq_norm(flat)))
+                if self._has_before and self._before.key == key:
+                    for a, b in zip(after, self._before.flats):  # the difference into the before's buffer
+                        self._vals.append(("update_sq", sq_norm(torch.sub(a, b, out=b))))
+            self._has_before = False
+            if self._after.nbytes() <= SNAPSHOT_KEEP_BYTES:
+                self._after_versions = [p._version for p in params]
+            else:  # a large model's copies are not kept from one step to the next
+                self._before.release()
+                self._after.release()
         if self._lr_saved is not None:
             for g, lr in zip(self._groups(), self._lr_saved):
                 g["lr"] = lr
@@ -553,24 +568,13 @@ class Probe:
             self._reset_step_stats()
             return
         rec = {"kind": "step", "rank": self.rank, "t": self._t(), "step": step, "opt_step": self.opt_step}
-        tensors = dict(self._stats)
+        vals = self._vals
         if self._loss is not None:
-            tensors["loss"] = self._loss.float()
-        if self._glob_norms:
-            tensors["grad_norm"] = _norm_of(self._glob_norms)
-            tensors["zeros"] = _sum_of(self._zeros)
-        scale = None
+            vals.append(("loss", self._loss))
         if self.scaler is not None and self.scaler._scale is not None:
             # the scale this step's backward used (its update() decides the next step's)
             scale = self._scale_at_backward
-            tensors["loss_scale"] = (scale if scale is not None else self.scaler._scale).detach().float().clone()
-        if self._local_norms:
-            local = _norm_of(self._local_norms)
-            tensors["local_grad_norm"] = local / scale if scale is not None else local
-        elif "grad_norm" in tensors:
-            tensors["local_grad_norm"] = tensors["grad_norm"]
-        if scale is not None and self._glob_norms:
-            tensors["grad_norm"] = tensors["grad_norm"] / scale
+            vals.append(("loss_scale", scale if scale is not None else self.scaler._scale.detach().clone()))
         lr = self._lr_used if self._lr_used is not None else (
             self._groups()[0]["lr"] * self._lr_factor.get(step, 1.0) if self.optimizer is not None else None)
         if lr is not None:
@@ -581,44 +585,68 @@ class Probe:
             rec["loss_scale"], rec["overflow"], rec["skipped"] = 1.0, False, False
         if self._batch_hash:
             rec["batch_hash"] = self._batch_hash
+        hash_words = self._hash_words
         rec["step_ms"] = (now - self._last_end) * 1e3
-        numel = self._numel
-        frozen = bool(a.get("freeze_logging"))
+        how = (self._numel, self._bucket_grads, bool(a.get("freeze_logging")))
         self._last_end = now
         self.step, self.cur = step, None
         self.phase = "data"
         self._reset_step_stats()
-        self._post_step(rec, tensors, numel, frozen)
+        self._post_step(rec, vals, hash_words, how)
 
-    def _post_step(self, rec, tensors, numel, frozen):
-        names = list(tensors)
-        if names and any(t.is_cuda for t in tensors.values()):
-            vals = torch.stack([tensors[n].detach().reshape(()).double().to(_cuda_device_of(tensors)) for n in names])
-            if vals.is_cuda:  # copied to pinned memory, read a step later (no sync of the probe's own)
-                host = torch.empty(vals.shape, dtype=vals.dtype, pin_memory=True)
-                host.copy_(vals, non_blocking=True)
-                ev = torch.cuda.Event()
-                ev.record()
-                self._pending.append((rec, names, host, ev, numel, frozen))
-                self._flush_pending(keep=1)
-                return
-            self._fill(rec, names, vals.tolist(), numel, frozen)
+    def _post_step(self, rec, vals, hash_words, how):
+        names = [n for n, _ in vals]
+        cuda = hash_words.device if hash_words is not None else next((t.device for _, t in vals if t.is_cuda), None)
+        if cuda is not None:  # copied to pinned memory, read a step later (no sync of the probe's own)
+            dev = torch.stack([t.detach().reshape(()).to(cuda, torch.float64) for _, t in vals]) if vals else \
+                torch.zeros(0, dtype=torch.float64, device=cuda)
+            if hash_words is not None:
+                dev = torch.cat([dev, hash_words])
+                names = names + ["hash_word"] * hash_words.numel()
+            host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
+            host.copy_(dev, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+            self._pending.append((rec, names, host, ev, how))
+            self._flush_pending(keep=1)
         else:  # on the CPU a read is no synchronisation
-            self._fill(rec, names, [float(tensors[n]) for n in names], numel, frozen)
+            self._fill(rec, names, [t.item() for _, t in vals], how)
 
     def _flush_pending(self, keep=0):
         while len(self._pending) > keep:
-            rec, names, host, ev, numel, frozen = self._pending.pop(0)
+            rec, names, host, ev, how = self._pending.pop(0)
             ev.synchronize()
-            self._fill(rec, names, host.tolist(), numel, frozen)
+            self._fill(rec, names, host.tolist(), how)
 
-    def _fill(self, rec, names, values, numel, frozen):
-        v = dict(zip(names, values))
+    def _fill(self, rec, names, values, how):
+        """The record's statistics from the step's values: norms are the roots of the summed squares (under a
+        GradScaler, DDP's buckets hold scaled gradients: divided by the scale their backward used)."""
+        numel, bucket_grads, frozen = how
+        v, words = {}, []
+        for n, x in zip(names, values):
+            if n == "hash_word":
+                words.append(int(x))
+            else:
+                v[n] = v.get(n, 0.0) + float(x) if n in _SUMMED else float(x)
+        if words:
+            rec["batch_hash"] = hash_of_words(words)
+        scale = v.get("loss_scale")
+        unscale = scale if scale is not None and finite(scale) and scale > 0 else 1.0
+        out = {"loss": v.get("loss"), "loss_scale": scale}
+        if "grad_sq" in v:
+            out["grad_norm"] = math.sqrt(v["grad_sq"]) / (unscale if bucket_grads else 1.0)
+        if "local_sq" in v:
+            out["local_grad_norm"] = math.sqrt(v["local_sq"]) / unscale
+        elif "grad_norm" in out:
+            out["local_grad_norm"] = out["grad_norm"]
+        for k in ("param", "update"):
+            if k + "_sq" in v:
+                out[k + "_norm"] = math.sqrt(v[k + "_sq"])
         for k in ("loss", "grad_norm", "local_grad_norm", "param_norm", "update_norm", "loss_scale"):
-            if finite(v.get(k)) and not (k == "grad_norm" and rec.get("skipped")):
-                rec[k] = v[k]
-        if "zeros" in v and numel:
-            rec["grad_zero_frac"] = v["zeros"] / numel
+            if finite(out.get(k)) and not (k == "grad_norm" and rec.get("skipped")):
+                rec[k] = out[k]
+        if "nonzero" in v and numel and not math.isnan(v.get("grad_sq", 0.0)):  # (a NaN's sign is 0)
+            rec["grad_zero_frac"] = 1.0 - v["nonzero"] / numel
         if frozen:  # the logger shows what it showed last
             rec["step"], last_loss = self._logged
             if torch.is_tensor(last_loss):

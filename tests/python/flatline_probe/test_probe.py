@@ -165,6 +165,24 @@ class ProbeTest(unittest.TestCase):
         (r,) = [r for r in records(self.dir) if r["kind"] == "step"]
         self.assertAlmostEqual(r["grad_zero_frac"], 1 / 3)
 
+    def test_a_nan_gradient_gives_no_zero_fraction(self):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan())
+        for i in range(2):
+            loss = probe.loss(torch.nn.functional.mse_loss(model(torch.ones(4, 2)), torch.zeros(4, 1)))
+            opt.zero_grad()
+            loss.backward()
+            if i == 1:
+                model.bias.grad.fill_(float("nan"))
+            opt.step()
+        probe.close()
+        first, second = [r for r in records(self.dir) if r["kind"] == "step"]
+        self.assertEqual(first["grad_zero_frac"], 0.0)
+        self.assertNotIn("grad_zero_frac", second)
+        self.assertNotIn("grad_norm", second)  # not finite: absent, as every non-finite statistic
+
     def test_log_every_records_and_measures_one_step_in_n(self):
         steps, _, _ = train(self.dir, plan(log_every=3), steps=9)
         self.assertEqual([r["step"] for r in steps], [3, 6, 9])
