@@ -115,8 +115,12 @@ std::vector<std::string> rank_env(const std::vector<std::pair<std::string, std::
 // Everything the child needs is prepared before fork(): between fork and exec it only calls
 // async-signal-safe functions.
 // kExitRestart is flatline's own worker's word for "stopped at the scenario's restart"; from an external
-// trainer (which cannot have a restart, docs/DESIGN.md §16) exit status 3 is a failure like any other.
-bool is_restart_exit(const Scenario& s, int code) { return s.trainer.command.empty() && code == kExitRestart; }
+// trainer it is that word only where the scenario has a restart and the rank's stream ended with the
+// probe's stop_for_restart (docs/DESIGN.md §16): otherwise exit status 3 is a failure like any other.
+bool is_restart_exit(const Scenario& s, int code, bool stopped_for_restart) {
+  if (code != kExitRestart) return false;
+  return s.trainer.command.empty() || (s.restart_at > 0 && stopped_for_restart);
+}
 
 RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, LaunchOptions::Start start) {
   RankProc p;
@@ -285,6 +289,7 @@ struct LiveFeed {
   OnsetClock onsets;
   std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
   std::vector<char> finished;       // ... and that end is its work done (run_end)
+  std::vector<char> restarting;     // ... and that end is stop_for_restart
   std::vector<int64_t> last_step;   // the step of its last record
   std::vector<char> stepped;        // the rank wrote a step record (in any phase)
   // Progress (core/protocol.h progress_bound_s): when a step record last arrived from any rank in this
@@ -300,7 +305,8 @@ struct LiveFeed {
   DetectorFeed* detectors = nullptr;  // external detectors, when attached
   LiveFeed(std::vector<FaultTruth> truths, int world)
       : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), finished(static_cast<size_t>(world), 0),
-        last_step(static_cast<size_t>(world), 0), stepped(static_cast<size_t>(world), 0) {}
+        restarting(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0),
+        stepped(static_cast<size_t>(world), 0) {}
   size_t poll(Triage& tri, Progress* progress, double now_wall) {
     size_t n = 0;
     for (size_t i = 0; i < tails.size(); ++i) {
@@ -313,8 +319,10 @@ struct LiveFeed {
         if (progress) progress->observe(r, now_wall);
         const bool was_ended = ended[i];
         ended[i] = stream_ended_after(was_ended, r);
-        if (ended[i] != was_ended || r.kind == RecordKind::event)
+        if (ended[i] != was_ended || r.kind == RecordKind::event) {
           finished[i] = ended[i] && r.kind == RecordKind::event && r.name == "run_end";
+          restarting[i] = ended[i] && r.kind == RecordKind::event && r.name == "stop_for_restart";
+        }
         last_step[i] = r.step;
         if (r.kind == RecordKind::step) {
           stepped[i] = 1;
@@ -406,7 +414,12 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
       --alive;
       drain_output(p, static_cast<int>(i), c.warnings);
       const bool by_signal_asked = forwarded > 0 && p.code == kExitSignalBase + c.res.interrupted_by;
-      if (p.code != kExitOk && !is_restart_exit(s, p.code) && !by_signal_asked && p.killed_why.empty()) {
+      if (c.feed.poll(c.tri, o.progress, now) > 0) {  // its last records: did it stop for the restart?
+        last_record_wall = now;
+        any_record = true;
+      }
+      if (p.code != kExitOk && !is_restart_exit(s, p.code, c.feed.restarting[i]) && !by_signal_asked &&
+          p.killed_why.empty()) {
         // A failed collective (its last words carry kCommFailureMark) gives way to another kind of failure.
         const std::string words = last_words(p.tail, 3);
         const bool consequence = words.find(kCommFailureMark) != std::string::npos;
@@ -609,7 +622,8 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   PhaseContext c{s, o, start, tri, feed, res, warnings};
 
   auto codes = run_phase(c, o.start);
-  const bool restart = std::all_of(codes.begin(), codes.end(), [&](int x) { return is_restart_exit(s, x); });
+  bool restart = !codes.empty();
+  for (size_t i = 0; i < codes.size(); ++i) restart = restart && is_restart_exit(s, codes[i], feed.restarting[i]);
   if (restart && res.interrupted_by == 0) codes = run_phase(c, LaunchOptions::Start::resume);
   if (o.progress) o.progress->done();
   // An external trainer that exits 0 having trained nothing the probe saw is a failed run, not a healthy

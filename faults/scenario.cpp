@@ -188,7 +188,7 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
       if (root[k])
         c.fail(root[k], fmt::format("'{}' describes flatline's own trainer: a scenario with an external 'trainer' "
                                     "cannot set it (the script owns its {}; docs/DESIGN.md §16)",
-                                    k, k == "restart" ? "checkpoints and restarts" : k));
+                                    k, k));
   Scenario s;
   s.source = source;
   if (!root["name"]) c.fail(root, "a scenario needs 'name'");
@@ -481,11 +481,14 @@ std::string to_yaml(const Scenario& s) {
       e << YAML::Key << "loss_scaler" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "init_scale"
         << YAML::Value << s.loss_scale_init << YAML::Key << "growth_interval" << YAML::Value
         << s.loss_scale_growth_interval << YAML::EndMap;
+  }
+  if (own || s.checkpoint_every > 0)
     e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
       << YAML::Value << s.checkpoint_every << YAML::EndMap;
-    if (s.restart_at > 0)
-      e << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value
-        << s.restart_at << YAML::EndMap;
+  if (s.restart_at > 0)
+    e << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value
+      << s.restart_at << YAML::EndMap;
+  if (own) {
     e << YAML::Key << "eval" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every" << YAML::Value
       << s.eval_every << YAML::Key << "batches" << YAML::Value << s.eval_batches << YAML::EndMap;
   }

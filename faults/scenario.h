@@ -123,11 +123,12 @@ struct Scenario {
 };
 
 // The keys an external trainer's scenario may not set: they describe flatline's own model, data,
-// optimizer and checkpoints, which the user's script owns (a workload's unread option is an error).
+// optimizer and evaluation, which the user's script owns (a workload's unread option is an error).
+// `checkpoint` and `restart` it may set: the probe asks the job for its checkpoints and stops it for the
+// restart (docs/DESIGN.md §16).
 inline const std::vector<std::string>& keys_of_own_trainer() {
-  static const std::vector<std::string> k = {"model",  "data",        "batch_size", "grad_accum", "optimizer",
-                                             "kernels", "loss_scaler", "checkpoint", "restart",    "eval",
-                                             "formats", "process_group"};
+  static const std::vector<std::string> k = {"model",   "data",        "batch_size", "grad_accum", "optimizer",
+                                             "kernels", "loss_scaler", "eval",       "formats",    "process_group"};
   return k;
 }
 
