@@ -1,15 +1,13 @@
-// TFRecord framing and CRC-32C (readers/tfrecord.h). Table-driven CRC, one byte at a time: event
+// TFRecord framing and CRC-32C (telemetry/tfrecord.h). Table-driven CRC, one byte at a time: event
 // files are small, and the table is built once at compile time.
-#include "readers/tfrecord.h"
+#include "telemetry/tfrecord.h"
 
 #include <fmt/format.h>
 
 #include <array>
 #include <cstring>
 
-#include "readers/text_util.h"
-
-namespace flatline::readers {
+namespace flatline {
 namespace {
 
 constexpr std::array<uint32_t, 256> make_table() {
@@ -33,6 +31,7 @@ uint32_t le32(const char* p) {
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
 }
+std::string at_byte(const std::string& name, uint64_t off) { return fmt::format("{}: byte {}", name, off); }
 void put_le(std::string& s, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
 }
@@ -48,7 +47,8 @@ uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
 
 uint32_t mask_crc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
-std::vector<TfRecordPayload> split_tfrecords(std::string_view data, const std::string& name, Warnings* w) {
+std::vector<TfRecordPayload> split_tfrecords(std::string_view data, const std::string& name,
+                                             std::vector<std::string>* w) {
   std::vector<TfRecordPayload> out;
   uint64_t pos = 0;
   const uint64_t size = data.size();
@@ -88,4 +88,4 @@ std::string frame_tfrecord(std::string_view payload) {
   return s;
 }
 
-}  // namespace flatline::readers
+}  // namespace flatline

@@ -2,9 +2,9 @@
 // (exact messages with byte offsets).
 #include <gtest/gtest.h>
 
-#include "readers/tfrecord.h"
+#include "telemetry/tfrecord.h"
 
-namespace flatline::readers {
+namespace flatline {
 namespace {
 
 TEST(Crc32c, KnownVector) {
@@ -22,7 +22,7 @@ TEST(Crc32c, MaskMatchesTensorFlow) {
 
 TEST(TfRecord, RoundTripsTwoRecords) {
   std::string f = frame_tfrecord("hello") + frame_tfrecord("");
-  Warnings w;
+  std::vector<std::string> w;
   auto recs = split_tfrecords(f, "ev", &w);
   ASSERT_EQ(recs.size(), 2u);
   EXPECT_EQ(recs[0].data, "hello");
@@ -35,7 +35,7 @@ TEST(TfRecord, RoundTripsTwoRecords) {
 TEST(TfRecord, CorruptDataCrcSkipsThatRecordOnly) {
   std::string f = frame_tfrecord("aaaa") + frame_tfrecord("bbbb") + frame_tfrecord("cccc");
   f[20 + 12] ^= 0x01;  // a data byte of the second record (records are 20 bytes each)
-  Warnings w;
+  std::vector<std::string> w;
   auto recs = split_tfrecords(f, "ev", &w);
   ASSERT_EQ(recs.size(), 2u);
   EXPECT_EQ(recs[0].data, "aaaa");
@@ -47,7 +47,7 @@ TEST(TfRecord, CorruptDataCrcSkipsThatRecordOnly) {
 TEST(TfRecord, CorruptLengthCrcStopsReading) {
   std::string f = frame_tfrecord("aaaa") + frame_tfrecord("bbbb");
   f[20 + 9] ^= 0x40;
-  Warnings w;
+  std::vector<std::string> w;
   auto recs = split_tfrecords(f, "ev", &w);
   ASSERT_EQ(recs.size(), 1u);
   ASSERT_EQ(w.size(), 1u);
@@ -56,7 +56,7 @@ TEST(TfRecord, CorruptLengthCrcStopsReading) {
 
 TEST(TfRecord, TruncatedFileKeepsCompleteRecords) {
   std::string f = frame_tfrecord("aaaa") + frame_tfrecord("bbbbbbbb");
-  Warnings w;
+  std::vector<std::string> w;
   auto recs = split_tfrecords(std::string_view(f).substr(0, f.size() - 3), "ev", &w);
   ASSERT_EQ(recs.size(), 1u);
   ASSERT_EQ(w.size(), 1u);
@@ -72,11 +72,11 @@ TEST(TfRecord, HugeLengthIsTruncationNotAllocation) {
   std::string hdr(8, '\xff');
   uint32_t m = mask_crc(crc32c(hdr.data(), 8));
   for (int i = 0; i < 4; ++i) hdr += static_cast<char>((m >> (8 * i)) & 0xff);
-  Warnings w;
+  std::vector<std::string> w;
   EXPECT_TRUE(split_tfrecords(hdr + "xyz", "ev", &w).empty());
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0], "ev: byte 0: truncated record (18446744073709551615 data bytes announced, 3 left); reading stops");
 }
 
 }  // namespace
-}  // namespace flatline::readers
+}  // namespace flatline

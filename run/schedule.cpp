@@ -1,4 +1,4 @@
-#include "sim/schedule.h"
+#include "run/schedule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
-// Scenario: one YAML file = workload + faults + expectation (docs/DESIGN.md §4).
-// Loading is strict: an unknown key, a wrong type or an out-of-range value is a ScenarioError that
-// names the file, line and column and what was expected. Keys and defaults: docs/DESIGN.md §4.
+// Scenario: what a run is (docs/DESIGN.md §4): workload, placement, faults and expectation, as plain
+// structs with the defaults of §4's table. The ground floor (run/) that faults/, sim/ and every reader
+// of a run stand on; faults/scenario_file.h loads, checks and writes one.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -130,27 +130,5 @@ inline const std::vector<std::string>& keys_of_own_trainer() {
                                              "formats", "process_group"};
   return k;
 }
-
-// A scenario file's text. A scenario is a small regular file: a directory, a device, a FIFO (each said
-// to be one) and anything over kMaxScenarioBytes are refused with a ScenarioError naming the path, not
-// read until memory runs out (/dev/urandom).
-constexpr size_t kMaxScenarioBytes = 1 << 20;
-std::string read_scenario_file(const std::string& path);
-struct FormatContext;  // telemetry/writers/writer.h
-// The foreign-format writers' context of a run of `s` (run_t0: the run's origin, Unix seconds; 0: now).
-FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume);
-
-Scenario load_scenario_file(const std::string& path);
-// `source` names the text in error messages (a file path, or "<embedded:main/x.yaml>").
-Scenario load_scenario_text(const std::string& yaml, const std::string& source);
-
-// Sets the placement (device, and process_group unless empty), as `--device` / `--process-group`
-// do; throws ScenarioError naming `source` for a combination that cannot run (nccl or the flatline
-// kernels on cpu... ). The loader checks a scenario's own keys the same way.
-void set_placement(Scenario& s, const std::string& device, const std::string& process_group,
-                   const std::string& source);
-
-// Serialises the resolved scenario (all defaults filled) as YAML, for the run's manifest.
-std::string to_yaml(const Scenario& s);
 
 }  // namespace flatline

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "sim/sampler.h"
+#include "run/sampler.h"
 
 namespace flatline {
 
@@ -63,7 +63,7 @@ TEST(BatchHash, DependsOnIdsAndOrder) {
   EXPECT_NE(batch_hash({1, 2, 3}), batch_hash({1, 2, 4}));
 }
 
-// Another world size continues the same permutation after the same samples (sim/sampler.h reshard).
+// Another world size continues the same permutation after the same samples (run/sampler.h reshard).
 TEST(Sampler, ReshardContinuesAfterTheSameSamplesOrRefuses) {
   const int64_t n = 1000;
   DistributedSampler two0(n, 2, 0, 4, 1, 9), two1(n, 2, 1, 4, 1, 9);

@@ -1,5 +1,5 @@
-// LR schedules (sim/schedule.h): exact values at named steps. lr(k) is the lr of the k-th update.
-#include "sim/schedule.h"
+// LR schedules (run/schedule.h): exact values at named steps. lr(k) is the lr of the k-th update.
+#include "run/schedule.h"
 
 #include <gtest/gtest.h>
 

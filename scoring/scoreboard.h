@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "detectors/external.h"
-#include "detectors/score.h"
+#include "external/feed.h"
+#include "scoring/score.h"
 #include "telemetry/manifest.h"
 
 namespace flatline {

@@ -1,6 +1,6 @@
 // Scenario loading: the DESIGN.md example, defaults, strict errors with source:line:col, and to_yaml
 // re-loading to the same scenario.
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 
 #include <gtest/gtest.h>
 

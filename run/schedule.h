@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "faults/scenario.h"
+#include "run/scenario.h"
 
 namespace flatline {
 

@@ -1,5 +1,5 @@
-// Replay of recorded telemetry through the Triage (readers/replay.h).
-#include "readers/replay.h"
+// Replay of recorded telemetry through the Triage (cli/replay.h).
+#include "cli/replay.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,7 +1,7 @@
 // The dynamic loss scaler against hand-computed sequences (PyTorch GradScaler semantics).
 #include <gtest/gtest.h>
 
-#include "sim/loss_scaler.h"
+#include "run/loss_scaler.h"
 
 namespace flatline {
 

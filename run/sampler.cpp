@@ -1,4 +1,4 @@
-#include "sim/sampler.h"
+#include "run/sampler.h"
 
 #include <stdexcept>
 

@@ -1,5 +1,5 @@
 // The cause table (causes.h). One row per cause; the order of the checklist rows is the checklist.
-#include "detectors/causes.h"
+#include "run/causes.h"
 
 #include <fmt/format.h>
 

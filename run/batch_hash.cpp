@@ -3,7 +3,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "sim/sampler.h"
+#include "run/sampler.h"
 
 namespace flatline {
 

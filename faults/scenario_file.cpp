@@ -1,5 +1,6 @@
-// Strict YAML loading of scenarios with yaml-cpp; every error names source:line:column.
-#include "faults/scenario.h"
+// Strict YAML loading of scenarios with yaml-cpp (faults/scenario_file.h); every error names
+// source:line:column.
+#include "faults/scenario_file.h"
 
 #include "core/input_file.h"
 
@@ -7,15 +8,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
-#include "detectors/causes.h"
 #include "faults/fault.h"
+#include "run/causes.h"
 #include "telemetry/writers/writer.h"
 
 namespace flatline {
@@ -175,30 +175,7 @@ std::string placement_error(const Scenario& s) {
   return "";
 }
 
-Scenario parse(const YAML::Node& root, const std::string& source) {
-  Ctx c{source};
-  if (!root.IsMap()) c.fail(root, "a scenario must be a YAML mapping");
-  c.only_keys(root, "the scenario",
-              {"name", "seed", "model", "data", "world_size", "steps", "batch_size", "grad_accum", "optimizer",
-               "schedule", "precision", "device", "process_group", "kernels", "loss_scaler", "checkpoint", "restart", "eval", "heartbeat_s", "collective_timeout_s",
-               "log_every", "formats", "fleet_only", "trainer", "faults", "expect"});
-  // Before any of them is read: what a key of flatline's own trainer would be checked against is moot.
-  if (root["trainer"])
-    for (const auto& k : keys_of_own_trainer())
-      if (root[k])
-        c.fail(root[k], fmt::format("'{}' describes flatline's own trainer: a scenario with an external 'trainer' "
-                                    "cannot set it (the script owns its {}; docs/DESIGN.md §16)",
-                                    k, k == "restart" ? "checkpoints and restarts" : k));
-  Scenario s;
-  s.source = source;
-  if (!root["name"]) c.fail(root, "a scenario needs 'name'");
-  c.set(root, "name", s.name);
-  // The name is a directory under --out that a new run replaces: nothing that could climb out of it.
-  if (s.name.empty() || s.name == "." || s.name == ".." ||
-      s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
-    c.fail(root["name"], fmt::format("'name': expected letters, digits, '.', '_' or '-' (it names the run directory), "
-                                     "got '{}'", s.name));
-  c.set(root, "seed", s.seed);
+void parse_model(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto m = root["model"]) {
     c.expect_map(m, "model");
     c.only_keys(m, "model", {"kind", "n_layer", "n_head", "n_embd", "block_size", "tied_head", "channels", "hidden"});
@@ -213,6 +190,9 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     if (s.model.n_embd % s.model.n_head) c.fail(m, fmt::format("n_embd ({}) must be divisible by n_head ({})",
                                                                 s.model.n_embd, s.model.n_head));
   }
+}
+
+void parse_data(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto d = root["data"]) {
     c.expect_map(d, "data");
     c.only_keys(d, "data", {"kind", "path", "eval_fraction"});
@@ -230,13 +210,9 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.set(d, "eval_fraction", s.data.eval_fraction);
     if (!(s.data.eval_fraction > 0 && s.data.eval_fraction < 0.5)) c.fail(d, "'eval_fraction' must be in (0, 0.5)");
   }
-  if ((s.model.kind == "cnn") != (s.data.kind == "fashion_mnist"))
-    c.fail(root, fmt::format("model '{}' cannot train on data '{}' (gpt needs text, cnn needs fashion_mnist)",
-                             s.model.kind, s.data.kind));
-  c.set_min(root, "world_size", s.world_size, 1);
-  c.set_min<int64_t>(root, "steps", s.steps, 1);
-  c.set_min(root, "batch_size", s.batch_size, 1);
-  c.set_min(root, "grad_accum", s.grad_accum, 1);
+}
+
+void parse_optimizer(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto o = root["optimizer"]) {
     c.expect_map(o, "optimizer");
     c.only_keys(o, "optimizer", {"kind", "lr", "betas", "eps", "weight_decay", "grad_clip", "momentum"});
@@ -258,6 +234,10 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.set_min(o, "grad_clip", s.optimizer.grad_clip, 0.0);
     c.set_min(o, "momentum", s.optimizer.momentum, 0.0);
   }
+}
+
+// The schedule; its total defaults to the run's steps.
+void parse_schedule(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto sc = root["schedule"]) {
     c.expect_map(sc, "schedule");
     c.only_keys(sc, "schedule", {"kind", "warmup", "total", "min_lr"});
@@ -267,12 +247,10 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.set_min(sc, "min_lr", s.schedule.min_lr, 0.0);
   }
   if (s.schedule.total == 0) s.schedule.total = s.steps;
-  c.set_one_of(root, "precision", s.precision, {"fp32", "fp16", "bf16"});
-  c.set_one_of(root, "device", s.device, {"cpu", "cuda"});
-  c.set_one_of(root, "process_group", s.process_group, {"auto", "gloo", "nccl"});
-  c.set_one_of(root, "kernels", s.kernels, {"auto", "flatline", "aten"});
-  if (const std::string bad = placement_error(s); !bad.empty())
-    c.fail(root["process_group"] ? root["process_group"] : root["kernels"] ? root["kernels"] : root, bad);
+}
+
+// The loss scaler (fp16 only), checkpoints, the restart (which needs them) and evaluation.
+void parse_checkpoints(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto ls = root["loss_scaler"]) {
     c.expect_map(ls, "loss_scaler");
     c.only_keys(ls, "loss_scaler", {"init_scale", "growth_interval"});
@@ -298,12 +276,9 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.set_min<int64_t>(e, "every", s.eval_every, 0);
     c.set_min(e, "batches", s.eval_batches, 1);
   }
-  c.set(root, "heartbeat_s", s.heartbeat_s);
-  if (!(s.heartbeat_s > 0)) c.fail(root["heartbeat_s"], "'heartbeat_s' must be > 0");
-  c.set(root, "collective_timeout_s", s.collective_timeout_s);
-  if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
-  c.set_min(root, "log_every", s.log_every, 1);
-  c.set(root, "fleet_only", s.fleet_only);
+}
+
+void parse_formats(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto f = root["formats"]) {
     c.expect_map(f, "formats");
     c.only_keys(f, "formats", {"write", "every"});
@@ -317,6 +292,10 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     }
     c.set_min(f, "every", s.formats_every, 1);
   }
+}
+
+// Each fault (parse_fault), inside the world and the run.
+void parse_faults(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto fs = root["faults"]) {
     if (!fs.IsSequence()) c.fail(fs, "'faults' must be a list");
     for (const auto& f : fs) {
@@ -330,6 +309,10 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
         c.fail(f, fmt::format("the fault starts at step {}, after the run's last step {}", first, s.steps));
     }
   }
+}
+
+// An external trainer: its command, and its cwd relative to the scenario file's directory.
+void parse_trainer(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto t = root["trainer"]) {
     c.expect_map(t, "trainer");
     c.only_keys(t, "trainer", {"command", "cwd"});
@@ -341,10 +324,13 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
     c.set(t, "cwd", cwd);
     // Relative to the scenario file's directory (the current one for an embedded scenario).
     namespace fs = std::filesystem;
-    const fs::path base = source.rfind("<embedded", 0) == 0 ? fs::current_path()
-                                                             : fs::absolute(fs::path(source)).parent_path();
+    const fs::path base = s.source.rfind("<embedded", 0) == 0 ? fs::current_path()
+                                                               : fs::absolute(fs::path(s.source)).parent_path();
     s.trainer.cwd = fs::weakly_canonical(cwd.empty() ? base : base / cwd).string();
   }
+}
+
+void parse_expect(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (auto e = root["expect"]) {
     c.expect_map(e, "expect");
     c.only_keys(e, "expect", {"cause", "rank", "within_steps"});
@@ -356,10 +342,70 @@ Scenario parse(const YAML::Node& root, const std::string& source) {
   } else {
     c.fail(root, "a scenario needs 'expect: {cause: ...}' (healthy for a clean twin)");
   }
+}
+
+Scenario parse(const YAML::Node& root, const std::string& source) {
+  Ctx c{source};
+  if (!root.IsMap()) c.fail(root, "a scenario must be a YAML mapping");
+  c.only_keys(root, "the scenario", {scenario_keys().begin(), scenario_keys().end()});
+  // Before any of them is read: what a key of flatline's own trainer would be checked against is moot.
+  if (root["trainer"])
+    for (const auto& k : keys_of_own_trainer())
+      if (root[k])
+        c.fail(root[k], fmt::format("'{}' describes flatline's own trainer: a scenario with an external 'trainer' "
+                                    "cannot set it (the script owns its {}; docs/DESIGN.md §16)",
+                                    k, k == "restart" ? "checkpoints and restarts" : k));
+  Scenario s;
+  s.source = source;
+  if (!root["name"]) c.fail(root, "a scenario needs 'name'");
+  c.set(root, "name", s.name);
+  // The name is a directory under --out that a new run replaces: nothing that could climb out of it.
+  if (s.name.empty() || s.name == "." || s.name == ".." ||
+      s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
+    c.fail(root["name"], fmt::format("'name': expected letters, digits, '.', '_' or '-' (it names the run directory), "
+                                     "got '{}'", s.name));
+  c.set(root, "seed", s.seed);
+  parse_model(c, root, s);
+  parse_data(c, root, s);
+  if ((s.model.kind == "cnn") != (s.data.kind == "fashion_mnist"))
+    c.fail(root, fmt::format("model '{}' cannot train on data '{}' (gpt needs text, cnn needs fashion_mnist)",
+                             s.model.kind, s.data.kind));
+  c.set_min(root, "world_size", s.world_size, 1);
+  c.set_min<int64_t>(root, "steps", s.steps, 1);
+  c.set_min(root, "batch_size", s.batch_size, 1);
+  c.set_min(root, "grad_accum", s.grad_accum, 1);
+  parse_optimizer(c, root, s);
+  parse_schedule(c, root, s);
+  c.set_one_of(root, "precision", s.precision, {"fp32", "fp16", "bf16"});
+  c.set_one_of(root, "device", s.device, {"cpu", "cuda"});
+  c.set_one_of(root, "process_group", s.process_group, {"auto", "gloo", "nccl"});
+  c.set_one_of(root, "kernels", s.kernels, {"auto", "flatline", "aten"});
+  if (const std::string bad = placement_error(s); !bad.empty())
+    c.fail(root["process_group"] ? root["process_group"] : root["kernels"] ? root["kernels"] : root, bad);
+  parse_checkpoints(c, root, s);
+  c.set(root, "heartbeat_s", s.heartbeat_s);
+  if (!(s.heartbeat_s > 0)) c.fail(root["heartbeat_s"], "'heartbeat_s' must be > 0");
+  c.set(root, "collective_timeout_s", s.collective_timeout_s);
+  if (!(s.collective_timeout_s > 0)) c.fail(root["collective_timeout_s"], "'collective_timeout_s' must be > 0");
+  c.set_min(root, "log_every", s.log_every, 1);
+  c.set(root, "fleet_only", s.fleet_only);
+  parse_formats(c, root, s);
+  parse_faults(c, root, s);
+  parse_trainer(c, root, s);
+  parse_expect(c, root, s);
   return s;
 }
 
 }  // namespace
+
+const std::vector<std::string>& scenario_keys() {
+  static const std::vector<std::string> k = {
+      "name",      "seed",     "model",       "data",       "world_size", "steps",      "batch_size",
+      "grad_accum", "optimizer", "schedule",  "precision",  "loss_scaler", "checkpoint", "restart",
+      "eval",      "heartbeat_s", "collective_timeout_s", "log_every", "device",   "process_group",
+      "kernels",   "fleet_only", "formats",   "trainer",    "faults",     "expect"};
+  return k;
+}
 
 void set_placement(Scenario& s, const std::string& device, const std::string& process_group,
                    const std::string& source) {
@@ -385,22 +431,6 @@ Scenario load_scenario_text(const std::string& yaml, const std::string& source) 
   } catch (const YAML::Exception& e) {  // a conversion the checks above did not foresee
     throw ScenarioError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
-}
-
-FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume) {
-  FormatContext c;
-  c.run_dir = run_dir;
-  c.every = s.formats_every;
-  c.world_size = s.world_size;
-  c.global_batch = int64_t{s.batch_size} * s.grad_accum * s.world_size;
-  c.train_iters = s.steps;
-  c.optimizer = s.optimizer.kind;
-  c.beta1 = s.optimizer.beta1;
-  c.beta2 = s.optimizer.beta2;
-  c.wall_t0 = run_t0 > 0 ? run_t0
-                         : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  c.resume = resume;
-  return c;
 }
 
 std::string read_scenario_file(const std::string& path) {

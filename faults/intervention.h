@@ -1,14 +1,15 @@
 // Intervention: the repair `flatline confirm` makes in the repaired replay of a run, for the cause its
 // diagnosis names (docs/DESIGN.md §14): the fix an engineer would make, one small class per checklist
 // cause, one file each in confirm/, chosen by the diagnosis' cause id (a checklist row of
-// detectors/causes.h).
+// run/causes.h).
 //
-// It acts like a fault, after the faults (it has the last word): it sets fields of StepActions at the
-// hook points (faults/fault.h) and changes what a start from a checkpoint restores; faults/effects.h
-// (RunPlan) applies it, so both step paths of the trainer carry it out as they carry out a fault. It is
-// built from what the run's diagnosis and its own telemetry say (RepairSpec) and from the scenario's
-// configuration (the schedule's floor, the scaler's initial scale), never from the scenario's fault list
-// or the manifest: a wrong diagnosis gets the wrong repair, and fails to confirm.
+// The interface lives beside the fault's (faults/fault.h): a repair acts like a fault, after the faults
+// (it has the last word). It sets fields of StepActions at the hook points and changes what a start from
+// a checkpoint restores; faults/effects.h (RunPlan) applies it, so both step paths of the trainer carry
+// it out as they carry out a fault. It is built from what the run's diagnosis and its own telemetry say
+// (RepairSpec) and from the scenario's configuration (the schedule's floor, the scaler's initial scale),
+// never from the scenario's fault list or the manifest: a wrong diagnosis gets the wrong repair, and
+// fails to confirm.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -24,7 +25,7 @@ struct TrainCounters;  // faults/effects.h
 
 // What a repair is built from: the diagnosis (cause, rank, onset) and the run's own telemetry.
 struct RepairSpec {
-  std::string cause;       // a checklist cause (detectors/causes.h)
+  std::string cause;       // a checklist cause (run/causes.h)
   int rank = -1;           // the rank the diagnosis names (zero_grad_rank), -1 none
   int64_t from_step = 1;   // the first step repaired: the diagnosed onset
   double lr_before = 0;    // the lr the run logged at the last step before from_step (lr_zero)
