@@ -4,13 +4,9 @@
 // launcher calls it from its poll loop (live runs) and `flatline score` from a replay of a recorded
 // run, never from the ranks' path, so a slow or broken detector never slows or blocks training.
 //
-// Alarm line: {"cause": "lr_zero", "rank": 1, "evidence": ["lr = 0 since step 160"], "step": 163,
-//   "confidence": 0.9}; every key optional. No `cause` (or null) = detection only ("something is
-//   wrong"). `step` is the detector's own claim, reported but never used: the harness stamps each
-//   alarm on arrival with the step and run time it had reached (Stamp below), so latency is measured
-//   by the harness. An unknown key, a cause that is not a detector id, a rank outside the world size
-//   or a line that is not a JSON object is a detector error ("garbage"), so a typo never turns silently
-//   into a detection-only alarm.
+// Its processes run under the supervisor (core/supervisor.h, ChildGroup::kept); its alarm lines are read
+// by external/alarm.h, and the harness stamps each alarm on arrival with the step and run time it had
+// reached, so latency is measured by the harness:
 //
 // Stamps, per mode:
 //   live     the run's front: the step of the latest record released to the detectors (records are
@@ -40,46 +36,14 @@
 #include <utility>
 #include <vector>
 
+#include "external/alarm.h"
 #include "telemetry/record.h"
 
 namespace flatline {
 
-constexpr size_t kMaxDetectorNameBytes = 64;
 // A detector's stderr kept in FeedOptions::stderr_dir/<name>.stderr: the first 1 MiB, then a line
 // saying how much more there was (a detector that logs per record wrote 35 MB for one run).
 constexpr size_t kMaxStderrKeptBytes = 1 << 20;
-
-struct ExternalDetectorSpec {
-  std::string name;     // letters, digits, '.', '_', '-', at most kMaxDetectorNameBytes (it names files and JUnit suites)
-  std::string command;  // run through /bin/sh -c (shell_script)
-};
-
-// "NAME=COMMAND" -> spec. Throws std::invalid_argument saying what is wrong.
-ExternalDetectorSpec parse_detector_spec(const std::string& s);
-
-// The script /bin/sh -c runs for COMMAND: "exec COMMAND" when it is one simple command (no list,
-// pipeline, background job or subshell outside quotes, no leading assignment, reserved word or builtin
-// that exec cannot replace), so that the detector itself is the process flatline feeds: dash, Debian's
-// /bin/sh, forks the last command and waits, holding the pipe's read end, and a detector that closes its
-// stdin to declare itself a watcher (docs/DETECTORS.md) would not be seen closing it; bash execs it
-// itself. COMMAND as written otherwise.
-std::string shell_script(const std::string& command);
-
-// The cause ids an alarm may name: every cause of the cause table but "healthy" (detectors/causes.h),
-// in table order: the checklist's and the fleet's causes, and the verdict unexplained_plateau (a plateau
-// no check explains), each scored as the built-in suite's same verdict is.
-const std::vector<std::string>& alarm_causes();
-
-struct ExternalAlarm {
-  std::string cause;                    // "" = detection only
-  int rank = -1;
-  std::vector<std::string> evidence;
-  std::optional<int64_t> claimed_step;  // the detector's own `step`, reported only
-  std::optional<double> confidence;
-  int64_t step = -1;                    // the harness's stamp (see the header)
-  double t = std::numeric_limits<double>::quiet_NaN();
-  size_t line = 0;                      // 1-based line of the detector's stdout
-};
 
 struct ExternalOutcome {
   std::string name;

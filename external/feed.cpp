@@ -1,9 +1,9 @@
-// External detectors: processes, pipes, the lock-step replay, alarm parsing and the limits
-// (detectors/external.h, docs/DETECTORS.md).
-#include "detectors/external.h"
+// External detectors: their processes (core/supervisor.h), pipes, the lock-step replay, the stamps and
+// the limits (external/feed.h, docs/DETECTORS.md); their alarm lines are read by external/alarm.cpp.
+#include "external/feed.h"
 
 #include "core/input_file.h"
-#include "core/kept_process.h"
+#include "core/supervisor.h"
 #include "core/printable.h"
 
 #include <fcntl.h>
@@ -12,8 +12,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,10 +27,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 #include "telemetry/jsonl.h"
-
-extern char** environ;
 
 namespace flatline {
 namespace {
@@ -44,75 +40,6 @@ double wall_now() {
 constexpr size_t kStderrTailBytes = 4096;  // what an error message quotes of a detector's stderr
 constexpr int kStderrTailLines = 5;
 
-// write(2) on a pipe whose reader is gone raises SIGPIPE, which would kill flatline. The signal is
-// blocked around the write and a SIGPIPE it raised is taken back, so nothing process-wide (a
-// SIG_IGN the ranks would inherit through exec) changes.
-ssize_t write_no_sigpipe(int fd, const char* p, size_t n) {
-  sigset_t pipe_set, old, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  ssize_t r = ::write(fd, p, n);
-  const int err = errno;
-  if (r < 0 && err == EPIPE && !was_pending) {
-    timespec zero{0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  errno = err;
-  return r;
-}
-
-std::string describe_status(int st) {
-  if (WIFEXITED(st)) {
-    const int c = WEXITSTATUS(st);
-    return c == 127 ? "exited with status 127 (command not found?)" : fmt::format("exited with status {}", c);
-  }
-  if (WIFSIGNALED(st)) return fmt::format("killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
-  return "ended";
-}
-
-// A small /proc file's text, "" if the process is gone (read(2) of a file of a process that has just
-// exited fails with ESRCH, which libstdc++'s filebuf throws as ios_base::failure: plain read here).
-std::string proc_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string s;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return s;
-}
-
-// State letter of /proc/<pid>/stat ('R', 'S', 'D', 'Z', ...), 0 if gone.
-char proc_state(pid_t pid) {
-  const std::string s = proc_file("/proc/" + std::to_string(pid) + "/stat");
-  const size_t p = s.rfind(')');
-  return p == std::string::npos || p + 2 >= s.size() ? 0 : s[p + 2];
-}
-
-// Is the detector waiting for input: the process the shell started and its descendants all asleep
-// (or gone)? Checked before handing it the next record in lock-step (the header, "unpaced").
-bool waiting(pid_t pid, int depth = 0) {
-  const char st = proc_state(pid);
-  if (st == 0 || st == 'Z') return true;
-  if (st != 'S') return false;
-  if (depth > 8) return true;
-  std::istringstream kids(proc_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
-  for (pid_t k; kids >> k;)
-    if (!waiting(k, depth + 1)) return false;
-  return true;
-}
-
-std::string snippet(std::string_view s) {
-  std::string out(s.substr(0, 80));
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  return s.size() > 80 ? out + "..." : out;
-}
-
 struct Line {
   std::string text;  // the record's JSON line, '\n' included
   int64_t step;
@@ -120,65 +47,6 @@ struct Line {
 };
 
 }  // namespace
-
-ExternalDetectorSpec parse_detector_spec(const std::string& s) {
-  const size_t eq = s.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw std::invalid_argument("--detector '" + s + "': expected NAME=COMMAND");
-  ExternalDetectorSpec d{s.substr(0, eq), s.substr(eq + 1)};
-  if (d.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-          std::string::npos ||
-      d.name == "." || d.name == "..")
-    throw std::invalid_argument("--detector '" + printable(s.substr(0, 100)) +
-                                "': the name must be letters, digits, '.', '_' or '-'");
-  if (d.name.size() > kMaxDetectorNameBytes)  // it names files, directories and JUnit suites
-    throw std::invalid_argument(fmt::format("--detector: the name '{}...' is {} characters; at most {}",
-                                            d.name.substr(0, 40), d.name.size(), kMaxDetectorNameBytes));
-  if (d.command.find_first_not_of(" \t") == std::string::npos)
-    throw std::invalid_argument("--detector '" + s + "': empty command");
-  return d;
-}
-
-std::string shell_script(const std::string& command) {
-  // A list, a pipeline, a background job or a subshell (an operator outside quotes) is not one command;
-  // redirections and expansions are (exec applies them to the command).
-  char quote = 0;
-  for (size_t i = 0; i < command.size(); ++i) {
-    const char c = command[i];
-    if (quote) {
-      if (c == quote) quote = 0;
-      else if (c == '\\' && quote == '"') ++i;
-    } else if (c == '\\') {
-      ++i;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-    } else if (c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '\n' || c == '\r') {
-      return command;
-    }
-  }
-  if (quote) return command;  // unbalanced: the shell will say so
-  const size_t b = command.find_first_not_of(" \t");
-  if (b == std::string::npos) return command;
-  const std::string first = command.substr(b, command.find_first_of(" \t", b) - b);
-  if (first.find('=') != std::string::npos) return command;  // FOO=1 cmd: exec would take FOO=1 for the program
-  static const char* kNotExecutable[] = {"if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until",
-                                         "do", "done", "!", "{", "}", "[[", "function", "time", "cd", "export", "exit",
-                                         "set", "unset", ".", "source", "eval", "exec", "ulimit", "umask", "trap",
-                                         "readonly", "shift", "wait", "alias"};
-  for (const char* w : kNotExecutable)
-    if (first == w) return command;
-  return "exec " + command;
-}
-
-const std::vector<std::string>& alarm_causes() {
-  static const std::vector<std::string> c = [] {
-    std::vector<std::string> v;
-    for (const auto& cause : cause_table())
-      if (!is_healthy(cause.id)) v.push_back(cause.id);  // unexplained_plateau too: scored as the built-in's
-    return v;
-  }();
-  return c;
-}
 
 const char* to_string(FeedMode m) {
   switch (m) {
@@ -194,9 +62,8 @@ struct DetectorFeed::Impl {
     ExternalDetectorSpec spec;
     std::string run_dir;
     std::vector<std::pair<std::string, std::string>> env;
-    pid_t pid = -1;
-    int in = -1, out = -1, err = -1, err_file = -1;
-    size_t err_kept = 0, err_dropped = 0;  // stderr bytes written to err_file, and past its bound
+    std::optional<Child> proc;         // under a keeper (core/supervisor.h: ChildGroup::kept)
+    OutputKeeper errors;               // its stderr: to stderr_dir/<name>.stderr (up to kMaxStderrKeptBytes) and a tail
     size_t next = 0, off = 0;          // next record to write; bytes of it written
     uint64_t written = 0;              // bytes written to its stdin
     std::vector<uint64_t> ends;        // cumulative end offset of each record written
@@ -208,7 +75,7 @@ struct DetectorFeed::Impl {
     double first_write_at = 0, all_shown_at = 0, term_at = 0;
     double clock_wall0 = 0, clock_t0 = 0;  // a watcher's clock (unpaced): recorded t clock_t0 at wall clock_wall0
     double progress_at = 0, closed_at = 0, start = 0;
-    std::string outbuf, errtail;
+    std::string outbuf;
     std::vector<std::string> pending;  // complete stdout lines not yet parsed (stamped after consumption is read)
     size_t out_lines = 0, out_bytes = 0;
     ExternalOutcome res;
@@ -258,11 +125,11 @@ struct DetectorFeed::Impl {
     // closed: a write failed with EPIPE, or the pipe says its read end is gone (POLLERR on the write
     // end), which lock-step sees before it writes again; checked for a watcher too (one classified by
     // its silence that closes stdin later has declared itself)
-    if (!d.input_closed && d.in >= 0 && d.first_write_at > 0) {
-      pollfd p{d.in, 0, 0};
+    if (!d.input_closed && d.proc->in() >= 0 && d.first_write_at > 0) {
+      pollfd p{d.proc->in(), 0, 0};
       if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
         d.input_closed = true;
-        close_fd(d.in);
+        close_fd(d.proc->in());
       }
     }
     // A slow starter (a Python detector importing transformers reads its first line after seconds)
@@ -305,87 +172,61 @@ struct DetectorFeed::Impl {
 
   // --- processes --------------------------------------------------------------------------------
   void start(Det& d) {
-    int in[2], out[2], err[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
-      throw std::runtime_error(std::string("detector ") + d.spec.name + ": pipe: " + std::strerror(errno));
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      const std::string v = *e;
-      if (v.rfind("FLATLINE_RUN_DIR=", 0) && v.rfind("FLATLINE_WORLD_SIZE=", 0) && v.rfind("FLATLINE_DETECTOR=", 0) &&
-          v.rfind("FLATLINE_FEED=", 0))
-        env_s.push_back(v);
-    }
-    env_s.push_back("FLATLINE_RUN_DIR=" + d.run_dir);
-    env_s.push_back("FLATLINE_WORLD_SIZE=" + std::to_string(o.world_size));
-    env_s.push_back("FLATLINE_DETECTOR=" + d.spec.name);
-    env_s.push_back(std::string("FLATLINE_FEED=") + to_string(o.mode));
-    for (const auto& [k, v] : o.env) env_s.push_back(k + "=" + v);
-    for (const auto& [k, v] : d.env) env_s.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& v : env_s) envp.push_back(v.data());
-    envp.push_back(nullptr);
-    const std::string script = shell_script(d.spec.command);
-    const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+    std::vector<std::pair<std::string, std::string>> vars = {{"FLATLINE_RUN_DIR", d.run_dir},
+                                                             {"FLATLINE_WORLD_SIZE", std::to_string(o.world_size)},
+                                                             {"FLATLINE_DETECTOR", d.spec.name},
+                                                             {"FLATLINE_FEED", to_string(o.mode)}};
+    vars.insert(vars.end(), o.env.begin(), o.env.end());
+    vars.insert(vars.end(), d.env.begin(), d.env.end());
+    ChildSpec spec;
+    spec.argv = {"/bin/sh", "-c", shell_script(d.spec.command)};
+    spec.env = child_environment(vars);
+    spec.group = ChildGroup::kept;  // every descendant, setsid or not, ends with it and with flatline
+    spec.what = "detector " + d.spec.name;
+    d.errors.file_limit = kMaxStderrKeptBytes;
+    d.errors.tail_limit = kStderrTailBytes;
     if (!o.stderr_dir.empty())
-      d.err_file = ::open((o.stderr_dir + "/" + d.spec.name + ".stderr").c_str(),
-                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      d.errors.file = ::open((o.stderr_dir + "/" + d.spec.name + ".stderr").c_str(),
+                             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     d.start = d.progress_at = wall_now();
-    // Under a keeper (core/kept_process.h): its own process group, and every descendant, setsid or
-    // not, ends with it and with flatline, even when flatline is SIGKILLed.
-    const pid_t pid = spawn_kept("/bin/sh", const_cast<char* const*>(argv), envp.data(), in[0], out[1], err[1]);
-    if (pid < 0) throw std::runtime_error(std::string("detector ") + d.spec.name + ": fork: " + std::strerror(errno));
-    d.pid = pid;
-    ::close(in[0]);
-    ::close(out[1]);
-    ::close(err[1]);
-    d.in = in[1];
-    d.out = out[0];
-    d.err = err[0];
-    for (int fd : {d.in, d.out, d.err}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    d.proc.emplace(spec);
   }
 
   // The whole tree, through its keeper (a SIGKILL to the group would leave what left it to init).
   void kill_group(Det& d) {
-    if (d.pid > 0 && !d.done) ::kill(d.pid, kKeeperKillAll());
+    if (d.proc && !d.done) d.proc->kill();
   }
 
-  void close_fd(int& fd) {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
+  static void close_fd(int& fd) { Child::close_fd(fd); }
 
   // Collects the exit status; returns true once the process is gone.
   bool reap(Det& d, bool block) {
-    if (d.pid <= 0) return true;
-    int st = 0;
-    const pid_t r = waitpid(d.pid, &st, block ? 0 : WNOHANG);
-    if (r == 0) return false;
-    if (r == d.pid) {
-      d.res.exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    if (d.done) return true;
+    if (!d.proc->reap(block)) return false;
+    if (d.proc->status() >= 0) {
+      d.res.exit_status = d.proc->status();
       read_output(d);  // what it wrote before it exited
       read_stderr(d);
       settle(d);
-      if (d.res.error.empty() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0) && !d.res.ended_by_harness)
-        fail(d, describe_status(st));
+      if (d.res.error.empty() && d.res.exit_status != 0 && !d.res.ended_by_harness)
+        fail(d, describe_exit(d.proc->wait_status()));
       if (d.res.error.empty() && !d.outbuf.empty()) {  // a last line without its newline
         std::string last;
         last.swap(d.outbuf);
         alarm_line(d, last);
       }
     }
-    ::kill(-d.pid, SIGKILL);  // its keeper is gone and took the tree along; anything left in its group too
-    d.pid = -1;
     d.done = true;
     d.res.wall_s = wall_now() - d.start;
-    close_fd(d.in);
-    close_fd(d.out);
-    close_fd(d.err);
-    if (d.err_file >= 0 && d.err_dropped > 0) {
-      const std::string note = fmt::format("\n[flatline: {} more bytes of stderr not kept: {} at most]\n", d.err_dropped,
-                                           human_bytes(kMaxStderrKeptBytes));
-      if (::write(d.err_file, note.data(), note.size()) < 0) {}
+    close_fd(d.proc->in());
+    close_fd(d.proc->out());
+    close_fd(d.proc->err());
+    if (d.errors.file >= 0 && d.errors.dropped > 0) {
+      const std::string note = fmt::format("\n[flatline: {} more bytes of stderr not kept: {} at most]\n",
+                                           d.errors.dropped, human_bytes(kMaxStderrKeptBytes));
+      if (::write(d.errors.file, note.data(), note.size()) < 0) {}
     }
-    close_fd(d.err_file);
+    d.errors.close_file();
     return true;
   }
 
@@ -394,7 +235,7 @@ struct DetectorFeed::Impl {
     std::string tail;
     {
       std::vector<std::string> lines;
-      std::istringstream in(d.errtail);
+      std::istringstream in(d.errors.tail);
       for (std::string l; std::getline(in, l);)
         if (!l.empty()) lines.push_back(l);
       const size_t from = lines.size() > kStderrTailLines ? lines.size() - kStderrTailLines : 0;
@@ -433,54 +274,10 @@ struct DetectorFeed::Impl {
   }
 
   void alarm_line(Det& d, std::string_view line) {
-    ++d.out_lines;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
-    using nlohmann::json;
-    const std::string where = fmt::format("stdout line {}", d.out_lines);
-    json j = json::parse(line.begin(), line.end(), nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      return fail(d, fmt::format("garbage on {}: not a JSON object: '{}'", where, snippet(line)));
     ExternalAlarm a;
-    a.line = d.out_lines;
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      const std::string& k = it.key();
-      const json& v = it.value();
-      if (k == "cause") {
-        if (v.is_null()) continue;
-        if (!v.is_string()) return fail(d, fmt::format("garbage on {}: 'cause' must be a string", where));
-        a.cause = v.get<std::string>();
-        if (!causes.count(a.cause)) {
-          std::string list;
-          for (const auto& c : alarm_causes()) list += (list.empty() ? "" : ", ") + c;
-          return fail(d, fmt::format("garbage on {}: unknown cause '{}' (expected one of: {}; or none)", where,
-                                     snippet(a.cause), list));
-        }
-      } else if (k == "rank") {
-        if (v.is_null()) continue;
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= o.world_size)
-          return fail(d, fmt::format("garbage on {}: 'rank' must be an integer in [0, {}), got {}", where,
-                                     o.world_size, snippet(v.dump())));
-        a.rank = static_cast<int>(v.get<int64_t>());
-      } else if (k == "evidence") {
-        if (v.is_string()) {
-          a.evidence.push_back(v.get<std::string>());
-        } else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); })) {
-          for (const auto& e : v) a.evidence.push_back(e.get<std::string>());
-        } else if (!v.is_null()) {
-          return fail(d, fmt::format("garbage on {}: 'evidence' must be a string or a list of strings", where));
-        }
-      } else if (k == "step") {
-        if (!v.is_number_integer()) return fail(d, fmt::format("garbage on {}: 'step' must be an integer", where));
-        a.claimed_step = v.get<int64_t>();
-      } else if (k == "confidence") {
-        if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1))
-          return fail(d, fmt::format("garbage on {}: 'confidence' must be a number in [0, 1]", where));
-        a.confidence = v.get<double>();
-      } else {
-        return fail(d, fmt::format("garbage on {}: unknown key '{}' (expected cause, rank, evidence, step, confidence)",
-                                   where, snippet(k)));
-      }
-    }
+    const std::string garbage = parse_alarm(line, ++d.out_lines, o.world_size, causes, a);
+    if (!garbage.empty()) return fail(d, garbage);
+    if (a.line == 0) return;  // a blank line
     stamp(d, a);
     d.res.alarms.push_back(std::move(a));
     if (d.res.alarms.size() > o.limits.max_alarms)
@@ -491,11 +288,11 @@ struct DetectorFeed::Impl {
   // lines are parsed by settle(), after the records the detector has read are counted: whatever it
   // wrote before this read, it wrote having read at most those records.
   bool read_output(Det& d) {
-    if (d.out < 0) return false;
+    if (d.proc->out() < 0) return false;
     bool any = false;
     char buf[16384];
     for (;;) {
-      const ssize_t n = ::read(d.out, buf, sizeof buf);
+      const ssize_t n = ::read(d.proc->out(), buf, sizeof buf);
       if (n <= 0) break;
       any = true;
       d.out_bytes += static_cast<size_t>(n);
@@ -529,29 +326,13 @@ struct DetectorFeed::Impl {
     d.pending.clear();
   }
 
-  void read_stderr(Det& d) {
-    if (d.err < 0) return;
-    char buf[16384];
-    for (;;) {
-      const ssize_t n = ::read(d.err, buf, sizeof buf);
-      if (n <= 0) break;
-      if (d.err_file >= 0) {  // kept up to kMaxStderrKeptBytes; beyond, counted, and the file says so at the end
-        const size_t room = d.err_kept < kMaxStderrKeptBytes ? kMaxStderrKeptBytes - d.err_kept : 0;
-        const size_t take = std::min(room, static_cast<size_t>(n));
-        if (take > 0 && ::write(d.err_file, buf, take) < 0) close_fd(d.err_file);
-        d.err_kept += take;
-        d.err_dropped += static_cast<size_t>(n) - take;
-      }
-      d.errtail.append(buf, static_cast<size_t>(n));
-      if (d.errtail.size() > 2 * kStderrTailBytes) d.errtail.erase(0, d.errtail.size() - kStderrTailBytes);
-    }
-  }
+  void read_stderr(Det& d) { Child::drain(d.proc->err(), d.errors); }
 
   // --- input ------------------------------------------------------------------------------------
   void update_consumed(Det& d) {
-    if (d.in < 0 || d.input_closed) return;
+    if (d.proc->in() < 0 || d.input_closed) return;
     int unread = 0;
-    if (ioctl(d.in, FIONREAD, &unread) != 0) return;
+    if (ioctl(d.proc->in(), FIONREAD, &unread) != 0) return;
     const uint64_t read_bytes = d.written - static_cast<uint64_t>(unread);
     const size_t before = d.consumed;
     while (d.consumed < d.ends.size() && d.ends[d.consumed] <= read_bytes) ++d.consumed;
@@ -566,11 +347,11 @@ struct DetectorFeed::Impl {
     while (d.next < upto && !d.input_closed && d.res.error.empty()) {
       const Line& l = recs[d.next];
       if (d.off == 0) show(d, d.next + 1);  // its files have the record before its stdin does
-      const ssize_t n = write_no_sigpipe(d.in, l.text.data() + d.off, l.text.size() - d.off);
+      const ssize_t n = Child::write_in(d.proc->in(), l.text.data() + d.off, l.text.size() - d.off);
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) return;
         d.input_closed = true;  // EPIPE: it closed its stdin (reads files only) or is exiting
-        close_fd(d.in);
+        close_fd(d.proc->in());
         return;
       }
       if (d.written == 0) d.first_write_at = wall_now();
@@ -620,7 +401,7 @@ struct DetectorFeed::Impl {
           if (d.done) continue;
           d.res.interrupted = true;
           if (d.res.error.empty()) d.res.error = fmt::format("interrupted: the run was stopped ({})", strsignal(sig));
-          if (d.pid > 0) ::kill(-d.pid, SIGTERM);  // the keeper waits; the detector may flush and go
+          d.proc->signal(SIGTERM);  // to its group: the keeper waits; the detector may flush and go
         }
       }
     }
@@ -666,7 +447,7 @@ struct DetectorFeed::Impl {
         // Lock-step: the next record only once the last is read and the detector waits again; what it
         // wrote up to that moment is stamped with the records it had read.
         if (!d.input_closed && d.next < recs.size() && d.off == 0 && d.consumed == d.next &&
-            (d.next == 0 || waiting(d.pid))) {
+            (d.next == 0 || d.proc->asleep())) {
           read_output(d);
           settle(d);
           if (d.res.error.empty()) write_records(d, d.next + 1);
@@ -720,10 +501,10 @@ struct DetectorFeed::Impl {
       d.res.ended_by_harness = true;
       d.term_at = now;
       if (!d.input_closed) {
-        close_fd(d.in);
+        close_fd(d.proc->in());
         d.input_closed = d.closed_by_us = true;
       }
-      if (d.pid > 0) ::kill(-d.pid, SIGTERM);
+      d.proc->signal(SIGTERM);
     }
     if (d.term_at > 0 && now - d.term_at > kStopGraceS) kill_group(d);
   }
@@ -733,8 +514,8 @@ struct DetectorFeed::Impl {
     std::vector<pollfd> fds;
     for (const auto& d : dets)
       if (!d.done) {
-        if (d.out >= 0) fds.push_back({d.out, POLLIN, 0});
-        if (d.err >= 0) fds.push_back({d.err, POLLIN, 0});
+        if (d.proc->out() >= 0) fds.push_back({d.proc->out(), POLLIN, 0});
+        if (d.proc->err() >= 0) fds.push_back({d.proc->err(), POLLIN, 0});
       }
     if (fds.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
@@ -800,7 +581,7 @@ std::vector<ExternalOutcome> DetectorFeed::finish(double run_t) {
       if (!d.input_closed && all_written && all_read) {  // a watcher's is closed as it is ended (end_watcher)
         m.read_output(d);
         m.settle(d);
-        m.close_fd(d.in);
+        Impl::close_fd(d.proc->in());
         d.input_closed = d.closed_by_us = true;
       }
       if (d.input_closed && d.closed_at == 0) d.closed_at = wall_now();

@@ -1,8 +1,9 @@
-// External detectors through the feed (detectors/external.h): small shell detectors that behave well
+// External detectors through the feed (external/feed.h): small shell detectors that behave well
 // or badly, fed a synthetic two-rank stream; stamps, alarm parsing, and every error with its reason in
 // bounded time.
-#include "detectors/external.h"
+#include "external/feed.h"
 
+#include "core/supervisor.h"
 #include "telemetry/jsonl.h"
 
 #include <gtest/gtest.h>
