@@ -1,7 +1,7 @@
-// The side-by-side scoreboard (detectors/scoreboard.h) on hand-built manifests and detector outcomes:
+// The side-by-side scoreboard (scoring/scoreboard.h) on hand-built manifests and detector outcomes:
 // the first alarm decides, detection-only alarms are scored on detection, detector errors are their
 // own verdict, and the renderings carry what CI needs.
-#include "detectors/scoreboard.h"
+#include "scoring/scoreboard.h"
 
 #include <gtest/gtest.h>
 

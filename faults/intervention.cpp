@@ -1,49 +1,44 @@
-// The registry of repairs and the RepairSpec's JSON (confirm/intervention.h).
-#include "confirm/intervention.h"
+// The registry of repairs and the RepairSpec's JSON (faults/intervention.h).
+#include "faults/intervention.h"
 
 #include <fmt/format.h>
 
-#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "core/check.h"
 #include "core/json_field.h"
-#include "detectors/causes.h"
+#include "core/registry.h"
+#include "run/causes.h"
 
 namespace flatline {
 namespace {
 
-std::map<std::string, InterventionFactory>& registry() {
-  static std::map<std::string, InterventionFactory> r;
+Registry<InterventionFactory>& registry() {
+  static Registry<InterventionFactory> r("a repair for");
   return r;
 }
 
 }  // namespace
 
 void register_intervention(const std::string& cause, InterventionFactory make) {
-  FLATLINE_CHECK(!registry().count(cause), "a repair for '{}' registered twice", cause);
   const Cause* c = find_cause(cause);
   FLATLINE_CHECK(c && c->kind == CauseKind::checklist,
-                 "a repair registered for '{}', which is not a checklist cause of the cause table (detectors/causes.cpp)",
+                 "a repair registered for '{}', which is not a checklist cause of the cause table (run/causes.cpp)",
                  cause);
-  registry().emplace(cause, std::move(make));
+  registry().add(cause, std::move(make));
 }
 
-std::vector<std::string> intervention_causes() {
-  std::vector<std::string> out;
-  for (const auto& [c, _] : registry()) out.push_back(c);
-  return out;
-}
+std::vector<std::string> intervention_causes() { return registry().names(); }
 
-bool has_intervention(const std::string& cause) { return registry().count(cause) > 0; }
+bool has_intervention(const std::string& cause) { return registry().has(cause); }
 
 std::unique_ptr<Intervention> make_intervention(const RepairSpec& spec, const Scenario& s) {
-  auto it = registry().find(spec.cause);
-  if (it == registry().end())
+  const InterventionFactory* make = registry().find(spec.cause);
+  if (!make)
     throw std::invalid_argument(fmt::format("no repair for '{}' (repairs exist for: {})", spec.cause,
                                             join_ids(intervention_causes(), ", ")));
-  return it->second(spec, s);
+  return (*make)(spec, s);
 }
 
 std::string to_json(const RepairSpec& r) {

@@ -1,10 +1,10 @@
-// Several detectors side by side (detectors/scoreboard.h): per-run scores of the built-in suite and of
+// Several detectors side by side (scoring/scoreboard.h): per-run scores of the built-in suite and of
 // external detectors, their aggregates, and the three renderings.
-#include "detectors/scoreboard.h"
+#include "scoring/scoreboard.h"
 
 #include "core/printable.h"
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 
 #include <fmt/format.h>
 
@@ -23,7 +23,7 @@ void detection(DetectorRunScore& r, const Manifest& m, int64_t step, double t) {
     r.detected = !r.alarmed;
     return;
   }
-  const ManifestFault& f = m.faults.front();
+  const FaultTruth& f = m.faults.front();
   if (!r.alarmed) return;
   r.early = f.active_from >= 0 && step < f.active_from;
   r.detected = !r.early;
@@ -36,7 +36,7 @@ void detection(DetectorRunScore& r, const Manifest& m, int64_t step, double t) {
 // The expectation of a run whose first alarm names no cause: judged on detection alone.
 void detection_expectation(DetectorRunScore& r, const Manifest& m, int64_t step) {
   const std::string got = fmt::format("alarm (no cause) at step {}", step);
-  if (m.status == "failed" && m.expect_cause != "run_not_alive") {
+  if (r.cause.harness_error) {  // the run failed other than by its fault: score_run's rule (score.h)
     r.expect_detail = r.cause.expect_detail;
   } else if (healthy_truth(m)) {
     r.expect_detail = fmt::format("false alarm: {} on a healthy run", got);

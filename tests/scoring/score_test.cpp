@@ -1,6 +1,6 @@
 // Scoring: per-run verdicts, latency, expectations, suite aggregates and the three renderings, on
 // hand-built manifests and diagnoses with exact expected values.
-#include "detectors/score.h"
+#include "scoring/score.h"
 
 #include <gtest/gtest.h>
 

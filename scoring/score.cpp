@@ -1,8 +1,9 @@
 // Scoring a diagnosis against a run's manifest, and a suite of runs (docs/DESIGN.md §6): the
 // per-run verdict, suite aggregates, and three renderings (terminal table, JSON, JUnit).
-#include "detectors/score.h"
+#include "scoring/score.h"
 
 #include "core/printable.h"
+#include "core/stats.h"
 
 #include <fmt/format.h>
 
@@ -28,13 +29,6 @@ std::string expectation(const Manifest& m) {
   std::string who = with_rank(m.expect_cause, m.expect_rank);
   if (is_healthy(m.expect_cause)) return "expected healthy";
   return fmt::format("expected {} within {} steps", who, m.expect_within_steps);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return kNaN;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // p95 by the nearest-rank method: the smallest value with at least 95% of the sample at or below it,
@@ -98,7 +92,7 @@ RunScore score_run(const Manifest& m, const Diagnosis& d) {
   r.wall_s = m.wall_s;
   double onset_t = kNaN;
   if (!m.faults.empty()) {
-    const ManifestFault& f = m.faults.front();
+    const FaultTruth& f = m.faults.front();
     r.truth_cause = f.cause_id();
     r.truth_rank = f.rank;
     r.active_from = f.active_from;
