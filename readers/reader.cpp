@@ -2,6 +2,7 @@
 #include "readers/reader.h"
 
 #include "core/input_file.h"
+#include "core/registry.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -28,8 +28,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::deque<ReaderDef>& storage() {
-  static std::deque<ReaderDef> r;  // a deque: pointers to its elements stay valid as it grows
+Registry<ReaderDef>& storage() {
+  static Registry<ReaderDef> r("reader");  // pointers to its entries stay valid as it grows
   return r;
 }
 
@@ -54,12 +54,7 @@ std::string without_path(const std::string& what, const std::string& path) {
 }  // namespace
 
 bool register_reader(const ReaderDef& def) {
-  for (const auto& r : storage())
-    if (r.name == def.name) {
-      std::fprintf(stderr, "flatline: reader '%s' registered twice\n", def.name.c_str());
-      std::abort();
-    }
-  storage().push_back(def);
+  storage().add(def.name, def);
   return true;
 }
 
@@ -68,7 +63,7 @@ const std::vector<const ReaderDef*>& all_readers() {
   static std::vector<const ReaderDef*> sorted;
   if (sorted.size() != storage().size()) {
     sorted.clear();
-    for (const auto& r : storage()) sorted.push_back(&r);
+    for (const auto& [name, r] : storage()) sorted.push_back(&r);
     std::sort(sorted.begin(), sorted.end(), [](const ReaderDef* a, const ReaderDef* b) {
       return a->priority != b->priority ? a->priority < b->priority : a->name < b->name;
     });

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 14, one prepared script for a machine with a GPU (the lent H200: CUDA 13,
+# The GPU check (docs/DESIGN.md §15), one prepared script for a machine with a GPU (the lent H200: CUDA 13,
 # cmake, ninja, python3 with PyTorch 2.11+cu130; no Debian -dev packages, no network). Two halves:
 #
 #   scripts/device-check.sh prepare     here (Debian 12, after scripts/setup.sh): downloads the .debs

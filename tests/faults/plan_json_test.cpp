@@ -2,6 +2,7 @@
 // steps merged, a cycle's batches one by one, the lr factor of a schedule sized too short; and the
 // loader's `trainer:` key.
 #include "faults/plan_json.h"
+#include "faults/scenario_file.h"
 
 #include <gtest/gtest.h>
 

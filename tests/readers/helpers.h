@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "readers/reader.h"
-#include "readers/replay.h"
+#include "cli/replay.h"
 
 namespace flatline::testing {
 
