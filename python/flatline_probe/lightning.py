@@ -19,7 +19,8 @@ try:
 except ImportError:  # the standalone package
     from pytorch_lightning import Callback
 
-from .probe import Probe, load_plan, resuming
+from .plan import load_plan, resuming
+from .probe import Probe
 
 
 class FlatlineLightningCallback(Callback):

@@ -46,95 +46,23 @@ out what the faults change about that resume:
 """
 import atexit
 import hashlib
-import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 import torch
 
+from .batches import ReplaySampler, bytes_of, tensors_of
 from .norms import FlatCopy, device_hash_words, hash_of_words, nonzeros_, sq_norm
+from .plan import EXIT_RESTART, PlanError, load_plan, resuming
 from .telemetry import Heartbeat, Writer, finite
 
-PLAN_FORMAT = "flatline-plan/1"
-EXIT_RESTART = 3  # core/protocol.h kExitRestart: stopped for the scenario's restart
-ENV_RESUME = "FLATLINE_RESUME"  # core/protocol.h kEnvProbeResume: "1" in the processes started to resume
 SNAPSHOT_KEEP_BYTES = 256 << 20  # parameters up to this size keep their copy from one update to the next
 # What a step's statistics are read as: squared norms and counts are summed over buffers and buckets.
 _SUMMED = ("grad_sq", "local_sq", "nonzero", "param_sq", "update_sq")
-
-
-def resuming():
-    """Whether this process was started again to resume after the scenario's restart: flatline's launcher
-    says so with FLATLINE_RESUME=1; torchrun (--max-restarts >= 1, which restarts the worker group when
-    the probe exits with status 3) with TORCHELASTIC_RESTART_COUNT > 0. The job then resumes from its
-    last checkpoint and calls checkpoint_loaded (the callbacks do)."""
-    if os.environ.get(ENV_RESUME) == "1":
-        return True
-    try:
-        return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-    except ValueError:
-        return False
-
-
-class PlanError(RuntimeError):
-    """The plan cannot be read, or asks for what this job cannot do (named, with why)."""
-
-
-def load_plan():
-    """The plan from FLATLINE_PLAN (JSON), or FLATLINE_SCENARIO planned by `flatline plan`; None without either."""
-    path = os.environ.get("FLATLINE_PLAN")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                plan = json.load(f)
-        except (OSError, ValueError) as e:
-            raise PlanError(f"FLATLINE_PLAN={path}: cannot read the plan: {e}") from e
-    elif os.environ.get("FLATLINE_SCENARIO"):
-        scen = os.environ["FLATLINE_SCENARIO"]
-        exe = os.environ.get("FLATLINE_BIN", "flatline")
-        try:
-            out = subprocess.run([exe, "plan", scen], check=True, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError) as e:
-            detail = getattr(e, "stderr", "") or e
-            raise PlanError(f"FLATLINE_SCENARIO={scen}: `{exe} plan` failed (FLATLINE_BIN names the binary): "
-                            f"{detail}") from e
-        plan = json.loads(out.stdout)
-    else:
-        return None
-    if plan.get("format") != PLAN_FORMAT:
-        raise PlanError(f"the plan's format is {plan.get('format')!r}, expected {PLAN_FORMAT!r}")
-    return plan
-
-
-def _tensors(obj):
-    """Every tensor in a batch (nested dicts, lists, tuples, and objects with tensor attributes), in order."""
-    if torch.is_tensor(obj):
-        return [obj]
-    if isinstance(obj, dict):
-        return [t for k in obj for t in _tensors(obj[k])]
-    if isinstance(obj, (list, tuple)):
-        return [t for x in obj for t in _tensors(x)]
-    if hasattr(obj, "keys") and hasattr(obj, "__getitem__"):  # a BatchEncoding
-        return [t for k in obj.keys() for t in _tensors(obj[k])]
-    return []
-
-
-def _bytes_of(t):
-    """A tensor's bytes, as a buffer (no copy of a CPU tensor's; a GPU tensor's are read back)."""
-    a = t.detach()
-    if a.device.type != "cpu":
-        a = a.cpu()
-    if not a.is_contiguous():
-        a = a.contiguous()
-    try:
-        return a.numpy()
-    except TypeError:  # no numpy dtype (bfloat16, ...): its bytes
-        return a.reshape(-1).view(torch.uint8).numpy()
 
 
 def _ddp_of(module):
@@ -156,46 +84,6 @@ def _ddp_of(module):
                     break
                 inner = nxt
     return None
-
-
-class _ReplaySampler:
-    """A batch sampler's wrapper (docs/DESIGN.md §16): each batch it yields is a step's (grad_accum 1);
-    where the plan makes step s train global batch j, it yields batch j's indices again and the wrapped
-    sampler does not move on, as the harness's sampler does. Hashes the sample ids of each batch. After a
-    resume (checkpoint_loaded) its first epoch skips the batches of it already trained (the step resumed
-    from, modulo its batches per epoch: the loop sets the epoch), unless the plan's fault drops the
-    sampler's position: then the epoch starts over."""
-
-    def __init__(self, probe, batch_sampler):
-        self.probe, self.inner = probe, batch_sampler
-        self.produced = 0  # batches yielded since the start of training
-        self.kept = {}     # global batch -> its indices, for the ones the plan replays
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __iter__(self):
-        it = iter(self.inner)
-        for _ in range(self.probe._resume_skip_for(len(self.inner))):  # a resume mid-epoch: what was trained
-            if next(it, None) is None:
-                return
-        while True:
-            step = self.probe._step_base + self.produced + 1
-            j = self.probe._acts(step).get("batch_index")
-            if j is not None:
-                if j not in self.kept:
-                    raise PlanError(f"step {step}: the plan replays batch {j}, which this process never trained")
-                ids = self.kept[j]
-            else:
-                try:
-                    ids = list(next(it))
-                except StopIteration:
-                    return
-                if step - 1 in self.probe._replayed:
-                    self.kept[step - 1] = ids
-            self.produced += 1
-            self.probe._ids_by_step[step] = ids
-            yield ids
 
 
 class Probe:
@@ -429,7 +317,7 @@ class Probe:
         self._batch_seen = True
         step = self.cur
         ids = ids if ids is not None else self._ids_by_step.pop(step, None)
-        tensors = _tensors(batch)
+        tensors = tensors_of(batch)
         j = self._act.get("batch_index")
         if j is not None and ids is None:
             kept = self._kept_batches.get(j)
@@ -453,14 +341,14 @@ class Probe:
             h.update(",".join(str(int(i)) for i in ids).encode())
         else:
             for t in tensors:
-                h.update(_bytes_of(t))
+                h.update(bytes_of(t))
         self._batch_hash = h.hexdigest()
         self.phase = "compute"
         return batch
 
     def wrap_batch_sampler(self, batch_sampler):
         """A batch sampler (or a sampler with .batch_size) for the DataLoader's batch_sampler=."""
-        return _ReplaySampler(self, batch_sampler)
+        return ReplaySampler(self, batch_sampler)
 
     # ---- the model: batches and the loss through forward hooks; DDP's communication hook -------------
     def watch_model(self, model, loss_from_output=False):
