@@ -354,20 +354,38 @@ inline bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; 
 constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                              1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-// Eight ASCII digits at p (p + 8 readable) as their value; false when they are not all digits. The
-// SWAR conversion of simdjson and fast_float (Lemire, "Number Parsing at a Gigabyte per Second", 2021).
-inline bool eight_digits(const char* p, uint64_t& out) {
-  const uint64_t w = load64(p);
-  if ((((w + 0x4646464646464646) | (w - 0x3030303030303030)) & 0x8080808080808080) != 0) return false;
-  uint64_t v = w - 0x3030303030303030;
-  v = (v * 10) + (v >> 8);
-  v = (((v & 0x000000FF000000FF) * (100 + (1000000ULL << 32))) + (((v >> 16) & 0x000000FF000000FF) * (1 + (10000ULL << 32)))) >> 32;
-  out = v;
-  return true;
+// 10^n as an integer, n <= 8.
+constexpr uint64_t kPow10u[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+// Appends the digits at p (at most `most` of them) to m (m * 10^n + their value), p past them;
+// returns n. Eight bytes at a time where eight are readable: the run of digits they start with is
+// found from the bytes that are not digits, and converted with the SWAR steps of simdjson and
+// fast_float (Lemire, "Number Parsing at a Gigabyte per Second", 2021), the bytes after it shifted
+// out (a byte-at-a-time loop over the 15-17 digits of a shortest round-trip double was the largest
+// cost left).
+inline int take_digits(const char*& p, const char* end, uint64_t& m, int most) {
+  int n = 0;
+  while (end - p >= 8 && n < most) {
+    const uint64_t w = load64(p);
+    // The high bit of each byte that is not '0'..'9' (a byte's carry or borrow reaches only the
+    // bytes after it: the first such byte is found exactly).
+    const uint64_t other = ((w + 0x4646464646464646) | (w - 0x3030303030303030)) & 0x8080808080808080;
+    const int k = std::min(other ? __builtin_ctzll(other) / 8 : 8, most - n);
+    if (k == 0) return n;
+    uint64_t v = (w - 0x3030303030303030) << (8 * (8 - k));  // the k digits, zeros before them
+    v = (v * 10) + (v >> 8);
+    v = (((v & 0x000000FF000000FF) * (100 + (1000000ULL << 32))) + (((v >> 16) & 0x000000FF000000FF) * (1 + (10000ULL << 32)))) >> 32;
+    m = m * kPow10u[k] + v;
+    p += k;
+    n += k;
+    if (k < 8) return n;
+  }
+  while (n < most && p < end && is_digit(*p)) m = m * 10 + static_cast<uint64_t>(*p++ - '0'), ++n;
+  return n;
 }
 
-// m * 10^e correctly rounded to a double, for the 17-19 digit mantissas that shortest round-trip
-// printing gives most doubles (m > 2^53: past Clinger's fast path). On x87 (x86's long double: a 64-bit
+// m * 10^e correctly rounded to a double, for the 16-19 digit mantissas that shortest round-trip
+// printing gives a third of a run's doubles (m > 2^53: past Clinger's fast path). On x87 (x86's long double: a 64-bit
 // significand) m < 2^63 and 10^|e| for |e| <= 27 are exact, so one multiplication or division rounds
 // once, to 64 bits; rounding that to 53 bits is the correct rounding of m * 10^e unless the 64-bit
 // result lies exactly halfway between two doubles (its 11 low bits 10000000000): then false, as
@@ -402,24 +420,22 @@ bool number(const char*& p, const char* end, double& out) {
   p += neg;
   const char* const first = p;
   uint64_t m = 0;  // the significant digits (at most 19: no overflow)
+  int sig = 0, frac = 0;
   if (p < end && *p == '0') {
     ++p;
   } else if (p < end && is_digit(*p)) {
-    do m = m * 10 + static_cast<uint64_t>(*p++ - '0');
+    do m = m * 10 + static_cast<uint64_t>(*p++ - '0');  // (mostly 1-3 digits: a loop is quicker)
     while (p < end && is_digit(*p) && p - first < 19);
+    sig = static_cast<int>(p - first);
   } else {
     return false;
   }
   if (p < end && is_digit(*p)) return false;  // a leading zero, or 20 digits
-  int sig = m ? static_cast<int>(p - first) : 0, frac = 0;
   if (p < end && *p == '.') {
     const char* const f = ++p;
     if (m == 0)
       while (p < end && *p == '0') ++p;  // zeros before the first significant digit
-    const char* const s = p;
-    uint64_t eight;
-    while (end - p >= 8 && sig + (p - s) + 8 <= 19 && eight_digits(p, eight)) m = m * 100000000 + eight, p += 8;
-    while (p < end && is_digit(*p) && sig + (p - s) < 19) m = m * 10 + static_cast<uint64_t>(*p++ - '0');
+    sig += take_digits(p, end, m, 19 - sig);
     if (p < end && is_digit(*p)) return false;  // a 20th significant digit
     frac = static_cast<int>(p - f);
     if (frac == 0) return false;
@@ -533,11 +549,11 @@ std::optional<int64_t>* integer_field(Record& r, Field id) {
   }
 }
 
-// The writer's form into a default Record; false (r then unspecified) for anything else.
-bool parse_writer_form(std::string_view line, Record& r) {
-  const char* p = line.data();
-  const char* const end = p + line.size();
-  if (p == end || *p != '{') return false;
+// The writer's form at p (an object ending before `end`) into a default Record: returns the end of the
+// object (past its '}'), or nullptr (r then unspecified) for anything else. A line break is never part
+// of the form, so reading a buffer of lines it stops within the line it started on.
+const char* writer_form(const char* p, const char* const end, Record& r) {
+  if (p == end || *p != '{') return nullptr;
   ++p;
   uint32_t seen = 0;
   int next = 0;
@@ -546,14 +562,14 @@ bool parse_writer_form(std::string_view line, Record& r) {
   std::optional<int64_t> rank, step;
   std::optional<double> t;
   for (;;) {
-    if (p == end || *p != '"') return false;
+    if (p == end || *p != '"') return nullptr;
     ++p;
     const Field id = key_at(p, end, next);
-    if (id == fUnknown || (seen >> id & 1u)) return false;
+    if (id == fUnknown || (seen >> id & 1u)) return nullptr;
     seen |= 1u << id;
     p += kKeyWords[static_cast<size_t>(id)].len + 2;
     if (p < end && *p == 'n') {
-      if (!literal(p, end, "null")) return false;
+      if (!literal(p, end, "null")) return nullptr;
     } else {
       switch (type_of(id)) {
         case FieldType::number: {
@@ -561,20 +577,20 @@ bool parse_writer_form(std::string_view line, Record& r) {
           double v;
           if (p < end && *p == '"') {
             std::string_view s;
-            if (!plain_string(p, end, s)) return false;
+            if (!plain_string(p, end, s)) return nullptr;
             if (s == "nan" || s == "NaN") v = std::numeric_limits<double>::quiet_NaN();
             else if (s == "inf" || s == "Infinity") v = std::numeric_limits<double>::infinity();
             else if (s == "-inf" || s == "-Infinity") v = -std::numeric_limits<double>::infinity();
-            else return false;
+            else return nullptr;
           } else if (!number(p, end, v)) {
-            return false;
+            return nullptr;
           }
           out = v;
           break;
         }
         case FieldType::integer: {
           int64_t v;
-          if (!integer(p, end, v)) return false;
+          if (!integer(p, end, v)) return nullptr;
           (id == fRank ? rank : id == fStep ? step : *integer_field(r, id)) = v;
           break;
         }
@@ -582,50 +598,54 @@ bool parse_writer_form(std::string_view line, Record& r) {
           bool v;
           if (literal(p, end, "true")) v = true;
           else if (literal(p, end, "false")) v = false;
-          else return false;
+          else return nullptr;
           (id == fOverflow ? r.overflow : r.skipped) = v;
           break;
         }
         case FieldType::kind:
-          if (!plain_string(p, end, kind)) return false;
+          if (!plain_string(p, end, kind)) return nullptr;
           has_kind = true;
           break;
         case FieldType::hash:
-          if (!plain_string(p, end, bh)) return false;
+          if (!plain_string(p, end, bh)) return nullptr;
           has_bh = true;
           break;
         case FieldType::text: {
           std::string_view s;
-          if (!plain_string(p, end, s)) return false;
+          if (!plain_string(p, end, s)) return nullptr;
           (id == fPhase ? r.phase : id == fName ? r.name : r.detail).assign(s.data(), s.size());
           break;
         }
       }
     }
-    if (p == end) return false;
+    if (p == end) return nullptr;
     if (*p == ',') {
       ++p;
       continue;
     }
-    if (*p++ != '}' || p != end) return false;
+    if (*p++ != '}') return nullptr;
     break;
   }
-  if (!has_kind) return false;
+  if (!has_kind) return nullptr;
   if (kind == "step") r.kind = RecordKind::step;
   else if (kind == "heartbeat") r.kind = RecordKind::heartbeat;
   else if (kind == "event") r.kind = RecordKind::event;
   else if (kind == "eval") r.kind = RecordKind::eval;
-  else return false;
-  if (!step) return false;
+  else return nullptr;
+  if (!step) return nullptr;
   if (has_bh) {
     uint64_t h = 0;
-    if (!hex64(bh, h)) return false;
+    if (!hex64(bh, h)) return nullptr;
     if (!bh.empty()) r.batch_hash = h;
   }
   r.rank = static_cast<int>(rank.value_or(0));
   r.t = t.value_or(std::numeric_limits<double>::quiet_NaN());
   r.step = *step;
-  return true;
+  return p;
+}
+
+bool parse_writer_form(std::string_view line, Record& r) {
+  return writer_form(line.data(), line.data() + line.size(), r) == line.data() + line.size();
 }
 
 // One parser per thread, reused for every line (its buffers grow to the longest line and stay).
@@ -784,6 +804,17 @@ size_t parse_padded(const char* base, size_t n, size_t cap, const std::string& f
   LineCodec& codec = line_codec();
   size_t pos = 0, line_no = first_line - 1;
   while (pos < n) {
+    {
+      // A line of the writer's form ends where the form does: no search for its newline.
+      Record& r = out.emplace_back();
+      const char* stop = writer_form(base + pos, base + n, r);
+      if (stop && stop < base + n && *stop == '\n') {
+        ++line_no;
+        pos = static_cast<size_t>(stop - base) + 1;
+        continue;
+      }
+      out.pop_back();
+    }
     const char* nl = static_cast<const char*>(std::memchr(base + pos, '\n', n - pos));
     if (!nl) {
       if (final && warnings)
@@ -798,7 +829,7 @@ size_t parse_padded(const char* base, size_t n, size_t cap, const std::string& f
     pos += len + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Record& r = out.emplace_back();
-    std::string e = codec.parse(simdjson::padded_string_view(base + start, len, cap - start), r);
+    std::string e = codec.parse_general(simdjson::padded_string_view(base + start, len, cap - start), r);  // (not the form)
     if (!e.empty()) {
       out.pop_back();
       if (warnings) {
