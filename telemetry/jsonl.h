@@ -79,6 +79,7 @@ class JsonlReader {
   // Replaces `out` with the next records (at least one unless the file has ended: then false).
   bool next(std::vector<Record>& out, std::vector<std::string>* warnings);
   const std::string& path() const { return path_; }
+  uint64_t offset() const { return offset_; }  // bytes of the file parsed so far
 
  private:
   friend std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings);
