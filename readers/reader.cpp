@@ -656,6 +656,19 @@ struct LogStream::Impl {
     const double ka = cursors[a].key, kb = cursors[b].key;
     return ka != kb ? ka > kb : a > b;
   }
+  // The heap (std::make_heap's, by later()) restored after its top cursor moved on or was replaced by
+  // the last: one pass down, where a pop and a push took two.
+  void sift_top() {
+    const size_t n = heap.size(), top = heap[0];
+    size_t i = 0;
+    for (size_t c = 1; c < n; c = 2 * i + 1) {
+      if (c + 1 < n && later(heap[c], heap[c + 1])) ++c;  // the earlier child
+      if (!later(top, heap[c])) break;
+      heap[i] = heap[c];
+      i = c;
+    }
+    heap[i] = top;
+  }
   void finish() {
     done = true;
     for (size_t f = 0; f < cursors.size(); ++f) {
@@ -743,20 +756,19 @@ bool LogStream::next(std::vector<Record>& out, size_t max) {
     m.handed += static_cast<int64_t>(n);
     return n > 0;
   }
-  auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
   while (out.size() < max && !m.heap.empty()) {
-    std::pop_heap(m.heap.begin(), m.heap.end(), later);
-    const size_t f = m.heap.back();
-    Impl::Cursor& c = m.cursors[f];
+    Impl::Cursor& c = m.cursors[m.heap.front()];
     Record& r = c.batch[c.i++];
     if (c.named && r.rank != *c.named) ++c.other, c.other_rank = r.rank;
     out.push_back(std::move(r));
     if (m.refill(c)) {
       m.key_of(c);
-      std::push_heap(m.heap.begin(), m.heap.end(), later);
     } else {
+      m.heap.front() = m.heap.back();
       m.heap.pop_back();
+      if (m.heap.empty()) break;
     }
+    m.sift_top();
   }
   m.handed += static_cast<int64_t>(out.size());
   if (m.heap.empty() && !m.done) m.finish();
