@@ -14,8 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cfloat>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -350,10 +348,6 @@ constexpr FieldType type_of(Field id) {
 
 inline bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
 
-// Exact powers of ten as doubles (10^22 is the largest that is exact).
-constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
 // 10^n as an integer, n <= 8.
 constexpr uint64_t kPow10u[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 
@@ -384,37 +378,11 @@ inline int take_digits(const char*& p, const char* end, uint64_t& m, int most) {
   return n;
 }
 
-// m * 10^e correctly rounded to a double, for the 16-19 digit mantissas that shortest round-trip
-// printing gives a third of a run's doubles (m > 2^53: past Clinger's fast path). On x87 (x86's long double: a 64-bit
-// significand) m < 2^63 and 10^|e| for |e| <= 27 are exact, so one multiplication or division rounds
-// once, to 64 bits; rounding that to 53 bits is the correct rounding of m * 10^e unless the 64-bit
-// result lies exactly halfway between two doubles (its 11 low bits 10000000000): then false, as
-// elsewhere (no x87). The results here are 1e-27 .. 1e46: normal doubles.
-#if (defined(__x86_64__) || defined(__i386__)) && LDBL_MANT_DIG == 64
-constexpr long double kPow10L[] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
-                                   1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
-                                   1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
-inline bool extended_fast_path(uint64_t m, int e, double& out) {
-  if (m >= (uint64_t{1} << 63) || m == 0 || e < -27 || e > 27) return false;
-  long double x = static_cast<long double>(static_cast<int64_t>(m));
-  x = e < 0 ? x / kPow10L[-e] : x * kPow10L[e];
-  uint64_t significand;
-  std::memcpy(&significand, &x, sizeof significand);  // x87 extended: the significand's 8 bytes first
-  if ((significand & 0x7ff) == 0x400) return false;
-  out = static_cast<double>(x);
-  return true;
-}
-#else
-inline bool extended_fast_path(uint64_t, int, double&) { return false; }
-#endif
-
-// A JSON number at p (the grammar of RFC 8259 §6: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), as
-// the correctly rounded double, p past it. false: not that grammar, or a value this pass leaves to the
-// general parser (more than 19 significant digits, out of range, subnormal, an exponent of more than
-// 4 digits). Correct rounding is what simdjson gives too: Clinger's fast path when the digits and the
-// power of ten are both exact doubles (m <= 2^53, |e| <= 22: one correctly rounded multiplication or
-// division), then extended_fast_path, else std::from_chars (correctly rounded, C++17
-// [charconv.from.chars]).
+// A JSON number at p (the grammar of RFC 8259 §6: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), p past
+// it, converted by simdjson's own conversion (compute_float_64: Clinger's fast path, else Eisel-Lemire),
+// the one its get_double() ends in: the same bits. false: not that grammar, or a number left to the
+// general parser (more than 19 significant digits, an exponent of more than 4 digits, out of simdjson's
+// fast range, a subnormal result).
 bool number(const char*& p, const char* end, double& out) {
   const bool neg = p < end && *p == '-';
   p += neg;
@@ -450,16 +418,11 @@ bool number(const char*& p, const char* end, double& out) {
     if (eneg) e = -e;
   }
   e -= frac;
+  if (e < sj::internal::smallest_power || e > sj::internal::largest_power) return false;
   double v;
-  if (m <= (uint64_t{1} << 53) && e >= -22 && e <= 22) {
-    v = static_cast<double>(m);
-    v = e < 0 ? v / kPow10[-e] : v * kPow10[e];
-  } else if (!extended_fast_path(m, e, v)) {
-    const auto r = std::from_chars(first, p, v);
-    if (r.ec != std::errc() || r.ptr != p) return false;
-    if (!std::isnormal(v)) return false;  // zero with digits (underflow), subnormal, inf: the general parser's
-  }
-  out = neg ? -v : v;
+  if (!sj::builtin::numberparsing::compute_float_64(e, m, neg, v)) return false;
+  if (m != 0 && !std::isnormal(v)) return false;
+  out = v;
   return true;
 }
 
