@@ -15,12 +15,6 @@
 namespace flatline::testing {
 namespace {
 
-std::vector<std::string> lines_of(const std::vector<Record>& v) {
-  std::vector<std::string> out;
-  for (const auto& r : v) out.push_back(to_json(r));
-  return out;
-}
-
 // What read_log gives reading each rank file whole and merging them (the files in read_log's order).
 LogData file_by_file(const std::vector<std::string>& files) {
   LogData d;
