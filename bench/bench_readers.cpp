@@ -2,7 +2,9 @@
 // way `flatline diagnose` reads it (read_log: file read, format detection, parsing, records). The
 // JSONL reader runs on a simulated 8-rank trace (the harness's telemetry layout), both file by file
 // (read_jsonl) and as a run directory (read_log: + the merge of ranks by t). Inputs are generated
-// in memory once, written to a temp dir, and read from the page cache. Numbers: bench/README.md.
+// in memory once, written to a temp dir, and read from the page cache. MB/s is the input's bytes over
+// the benchmark thread's CPU time (Google Benchmark's rate counters: user + system, so the page-cache
+// copy and page faults count; time waiting for a core does not). Numbers: bench/README.md.
 // Only read_log(path) and read_jsonl are called, so the same file also builds against older trees
 // (for the before/after rows of the README, measured side by side).
 #include <benchmark/benchmark.h>
