@@ -23,6 +23,7 @@
 #include "cli/local_guard.h"
 #include "cli/progress.h"
 #include "cli/run_dir.h"
+#include "confirm/intervention.h"
 #include "core/atomic_file.h"
 #include "core/interrupt.h"
 #include "core/ports.h"
@@ -186,6 +187,8 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    // a checkpoint request before the worker counts them is dropped, not its end (core/checkpoint_request.h)
+    if (!external) signal(kCheckpointRequestSignal, SIG_IGN);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
       const char msg[] = "flatline launcher: cannot enter the trainer's cwd\n";
       (void)!write(2, msg, sizeof msg - 1);
@@ -330,6 +333,16 @@ struct LiveFeed {
   }
 };
 
+// A checkpoint near each finding (core/protocol.h kCheckpointRequestSignal, docs/DESIGN.md §8): a
+// finding whose cause has a repair (confirm/intervention.h) asks the ranks for one, at most
+// kMaxLiveCheckpoints a run; never a replay's ranks (their checkpoints are given) nor an external
+// trainer's (the signal is flatline's worker's word).
+struct LiveCheckpoints {
+  bool on = false;
+  bool wanted = false;  // a finding asked since the poll loop last looked
+  int asked = 0;
+};
+
 struct PhaseContext {
   const Scenario& s;
   const LaunchOptions& o;
@@ -338,7 +351,19 @@ struct PhaseContext {
   LiveFeed& feed;
   LaunchResult& res;
   std::vector<std::string>& warnings;
+  LiveCheckpoints& live;
 };
+
+// A finding asked for a checkpoint: every rank still running is asked for one at its next step
+// boundary (the ranks agree on the step among themselves), unless the run is being stopped.
+void ask_for_checkpoint(PhaseContext& c, const std::vector<RankProc>& ranks, bool stopping) {
+  if (c.live.wanted && !stopping && c.res.interrupted_by == 0 && !c.res.stalled) {
+    for (const auto& p : ranks)
+      if (p.code == -1) kill(p.pid, kCheckpointRequestSignal);
+    ++c.live.asked;
+  }
+  c.live.wanted = false;
+}
 
 void say(const LaunchOptions& o, const std::string& line) {
   if (o.progress) o.progress->print_line(line);
@@ -389,6 +414,7 @@ std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
     }
     c.tri.advance(now - c.t0);
     if (o.progress) o.progress->tick(now);
+    ask_for_checkpoint(c, ranks, /*stopping=*/kill_at >= 0);
 
     for (size_t i = 0; i < ranks.size(); ++i) {
       RankProc& p = ranks[i];
@@ -554,12 +580,15 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   DetectorConfig cfg;
   cfg.world_size = s.world_size;
   Triage tri(cfg);
-  if (o.live_print)
-    tri.on_finding([&o](const Finding& f) {
+  LiveCheckpoints live;
+  live.on = !o.replay && s.trainer.command.empty();
+  tri.on_finding([&o, &live](const Finding& f) {
+    if (live.on && live.asked < kMaxLiveCheckpoints && has_intervention(f.cause)) live.wanted = true;
+    if (o.live_print)
       say(o, fmt::format("  [live] step {} (t={:.1f}s): {}{} — {}\n", f.detected_step, f.detected_t, f.cause,
                          f.rank >= 0 ? fmt::format(" (rank {})", f.rank) : "",
                          f.evidence.empty() ? "" : f.evidence.front()));
-    });
+  });
   LiveFeed feed(o.replay ? std::vector<FaultTruth>{} : RunPlan(s).truths(), s.world_size);
   std::unique_ptr<DetectorFeed> detectors;
   if (!o.detectors.empty()) {
@@ -579,7 +608,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
   std::vector<std::string> warnings;
-  PhaseContext c{s, o, start, tri, feed, res, warnings};
+  PhaseContext c{s, o, start, tri, feed, res, warnings, live};
 
   auto codes = run_phase(c, o.start);
   const bool restart = std::all_of(codes.begin(), codes.end(), [&](int x) { return is_restart_exit(s, x); });

@@ -147,9 +147,12 @@ int64_t latest_checkpoint(const std::string& run_dir) {
   return best;
 }
 
-std::string write_checkpoint(const std::string& run_dir, int64_t step, int rank, Comm& comm, const ModelSpec& spec,
-                             TrainModel& model, const Optimizer& opt, const Progress& p) {
-  const std::string dir = checkpoint_dir(run_dir, step);
+std::string live_checkpoint_dir(const std::string& run_dir, int64_t step) {
+  return fmt::format("{}/checkpoints/{}{:08d}", run_dir, kLiveCheckpointPrefix, step);
+}
+
+void write_checkpoint(const std::string& dir, int rank, Comm& comm, const ModelSpec& spec, TrainModel& model,
+                      const Optimizer& opt, const Progress& p) {
   try {
     save_checkpoint(dir, rank, spec, model, opt, p);
   } catch (const FileWriteError& e) {  // names the file and the OS's reason already
@@ -159,8 +162,7 @@ std::string write_checkpoint(const std::string& run_dir, int64_t step, int rank,
                     fmt::format("{}/rank-{}.pt: cannot write the checkpoint: {}", dir, rank, message_of(e)));
   }
   comm.barrier();
-  if (rank == 0) std::ofstream(dir + "/COMPLETE") << step << "\n";
-  return dir;
+  if (rank == 0) std::ofstream(dir + "/COMPLETE") << p.c.step << "\n";
 }
 
 LoadedCheckpoint load_latest_checkpoint(const std::string& run_dir, const char* asked_by, int rank, int world,

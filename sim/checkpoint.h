@@ -2,7 +2,10 @@
 // branch point). Layout: <run dir>/checkpoints/step-<8 digits>/rank-<r>.pt, one file per rank (model,
 // optimizer, progress counters, sampler, loss scaler, the CPU generator's state), and COMPLETE (the
 // step, one line), which rank 0 writes after a barrier once every rank has written its file; only a
-// complete checkpoint is ever resumed from. `checkpoints/run_t0` holds the run's origin of t.
+// complete checkpoint is ever resumed from. `checkpoints/run_t0` holds the run's origin of t. A
+// checkpoint the launcher asked for near a finding (docs/DESIGN.md §8) is written the same way as
+// checkpoints/live-step-<8 digits>/ (core/protocol.h kLiveCheckpointPrefix): `flatline confirm` branches
+// from it; a resume never starts from it.
 // Errors: what cannot be written or read throws RankError of kind checkpoint, naming the file.
 #pragma once
 #include <cstdint>
@@ -25,17 +28,18 @@ struct Progress {
   int64_t resumed_from = -1;  // the checkpoint step these processes resumed from; -1: the run's first ones
 };
 
-std::string checkpoint_dir(const std::string& run_dir, int64_t step);
+std::string checkpoint_dir(const std::string& run_dir, int64_t step);       // checkpoints/step-N
+std::string live_checkpoint_dir(const std::string& run_dir, int64_t step);  // checkpoints/live-step-N
 
 // The newest checkpoint whose every rank finished writing (COMPLETE); -1 when there is none. Only
 // step-<digits> directories count: a `step-latest` link or a stray name is not a checkpoint.
 int64_t latest_checkpoint(const std::string& run_dir);
 
-// Every rank saves its state for `step`; rank 0 marks the checkpoint complete after a barrier.
-// Returns its directory. A file that cannot be written throws RankError (checkpoint); the barrier
-// throws CommError when a peer fails.
-std::string write_checkpoint(const std::string& run_dir, int64_t step, int rank, Comm& comm, const ModelSpec& spec,
-                             TrainModel& model, const Optimizer& opt, const Progress& p);
+// Every rank saves its state of step p.c.step into `dir`; rank 0 marks the checkpoint complete after a
+// barrier. A file that cannot be written throws RankError (checkpoint); the barrier throws CommError
+// when a peer fails.
+void write_checkpoint(const std::string& dir, int rank, Comm& comm, const ModelSpec& spec, TrainModel& model,
+                      const Optimizer& opt, const Progress& p);
 
 // The newest complete checkpoint in `run_dir`, loaded for `rank` of `world` ranks: the model and the
 // optimizer (tensors onto `dev`) and the progress; the CPU generator's state restored. A checkpoint

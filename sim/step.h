@@ -34,8 +34,9 @@ namespace flatline {
 
 // A step's telemetry scalars, host values in this order (kernels: aten gathers them on the device into
 // one float64 tensor of this layout, for one copy back).
+// kCheckpointRequests: the launcher's checkpoint requests any rank had seen at this step (the most).
 enum Scalar { kLoss, kLossAvg, kLocalGradNorm, kGradNorm, kZeros, kFoundInf, kUpdateSq, kParamSq, kMismatch,
-              kScaleUsed, kScalars };
+              kScaleUsed, kCheckpointRequests, kScalars };
 
 // A step's record before its scalars are known: what the trainer fills in (step counters, lr, batch,
 // comm_ms) and what completing it needs.
@@ -96,7 +97,9 @@ class StepPath {
   // ---- optimizer: the overflow check, the decision (RunPlan), unscale + clip, the update ----------
   virtual UpdateDecision optimizer_step(const StepActions& act) = 0;
   // ---- consistency: the parameters' checksum compared across ranks (nccl-tests' #wrong) -----------
-  virtual void check_consistency() = 0;
+  // In the same all-reduce (a max), the launcher's checkpoint requests this rank has seen, `requests`:
+  // the scalar kCheckpointRequests is the most any rank has seen, the same on every rank.
+  virtual void check_consistency(int64_t requests) = 0;
   // ---- record: p completed with the step's scalars, now (flatline) or once they arrive (aten) ------
   virtual void record(PendingRecord p) = 0;
   // Completes a pending record, waiting for its scalars; `arrived_only`: only if they are on the host

@@ -16,7 +16,7 @@ namespace {
 
 // A step's telemetry scalars on the device (each float64, one value), gathered in Scalar's layout.
 struct StepDeviceScalars {
-  at::Tensor loss, loss_avg, local_sq, zeros, found_inf, mismatch, scale_used;
+  at::Tensor loss, loss_avg, local_sq, zeros, found_inf, mismatch, scale_used, requests;
   at::Tensor gather(const at::Tensor& grad_norm, const at::Tensor& norms_sq, at::Device dev) const {
     const at::Tensor zero = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
     std::vector<at::Tensor> v(kScalars, zero);
@@ -35,6 +35,7 @@ struct StepDeviceScalars {
     }
     set(kMismatch, mismatch);
     set(kScaleUsed, scale_used);
+    set(kCheckpointRequests, requests);
     return at::stack(v);
   }
 };
@@ -135,12 +136,18 @@ class AtenStep final : public StepPath {
   }
 
   // The checksum is the squared parameter norm, on the device; its max and -min over ranks differ
-  // when any rank's does.
-  void check_consistency() override {
-    if (world_ == 1) return;
-    at::Tensor c = at::stack({norms_.sq[1], -norms_.sq[1]});
+  // when any rank's does. The requests ride along and come back with the step's scalars.
+  void check_consistency(int64_t requests) override {
+    const auto f64 = at::TensorOptions().dtype(at::kDouble).device(dev_);
+    if (world_ == 1) {
+      if (requests > 0) dv_.requests = at::full({}, static_cast<double>(requests), f64);
+      return;
+    }
+    const at::Tensor asked = at::full({}, static_cast<double>(requests), f64);
+    at::Tensor c = at::stack({norms_.sq[1], -norms_.sq[1], asked});
     c_.comm.allreduce_max(c);
     dv_.mismatch = (c[0] != -c[1]).to(at::kDouble);
+    dv_.requests = c[2];
   }
 
   void record(PendingRecord p) override {

@@ -90,13 +90,15 @@ class FlatlineStep final : public StepPath {
 
   // The checksum is the squared parameter norm the optimizer summed in a fixed order: bit-identical
   // parameters give bit-identical sums (necessary, not sufficient; a diverged rank differs at once).
-  void check_consistency() override {
+  void check_consistency(int64_t requests) override {
     mismatch_ = false;
+    requests_ = static_cast<double>(requests);
     if (world_ == 1) return;
     const double checksum = norms_.param_sq;
-    at::Tensor c = at::tensor({checksum, -checksum}, at::kDouble);
+    at::Tensor c = at::tensor({checksum, -checksum, requests_}, at::kDouble);
     c_.comm.allreduce_max(c);
     mismatch_ = c[0].item<double>() != -c[1].item<double>();
+    requests_ = c[2].item<double>();
   }
 
   void record(PendingRecord p) override {
@@ -112,6 +114,7 @@ class FlatlineStep final : public StepPath {
     v[kParamSq] = norms_.param_sq;
     v[kMismatch] = mismatch_;
     v[kScaleUsed] = scale_used_;
+    v[kCheckpointRequests] = requests_;
     p.r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p.t_step).count();
     c_.recorder.complete(p, v);
   }
@@ -125,7 +128,7 @@ class FlatlineStep final : public StepPath {
   Optimizer opt_;
   // this step's
   std::vector<at::Tensor> grads_;
-  double loss_sum_ = 0, loss_ = 0, loss_avg_ = 0, local_grad_norm_ = 0, grad_norm_ = 0, scale_used_ = 1;
+  double loss_sum_ = 0, loss_ = 0, loss_avg_ = 0, local_grad_norm_ = 0, grad_norm_ = 0, scale_used_ = 1, requests_ = 0;
   bool full_stats_ = false, found_inf_ = false, mismatch_ = false;
   TensorStats local_, global_;
   UpdateNorms norms_;

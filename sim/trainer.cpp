@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/checkpoint_request.h"
 #include "core/interrupt.h"
 #include "faults/effects.h"
 #include "sim/build_info.h"
@@ -183,6 +184,7 @@ class StepLog final : public StepRecorder {
  public:
   StepLog(LoggedStep& logged, RankResult& result, AsyncRecordWriter& out) : logged_(logged), result_(result), out_(out) {}
   void complete(PendingRecord& p, const double* v) override {
+    requests_ = std::max(requests_, static_cast<int64_t>(v[kCheckpointRequests]));
     RunPlan::log(logged_, p.act, p.act.step, v[kLoss]);
     result_.losses.push_back(v[kLoss]);
     if (v[kMismatch] != 0) ++result_.param_mismatches;
@@ -202,8 +204,11 @@ class StepLog final : public StepRecorder {
     out_.post(std::move(r));
   }
   void uncounted() override { result_.losses.push_back(0); }
+  // The launcher's checkpoint requests, agreed across ranks, as far as the completed records say.
+  int64_t checkpoint_requests() const { return requests_; }
 
  private:
+  int64_t requests_ = 0;
   LoggedStep& logged_;
   RankResult& result_;
   AsyncRecordWriter& out_;
@@ -296,6 +301,35 @@ PendingRecord step_record(const StepActions& act, bool log, const Progress& pr, 
   return p;
 }
 
+// The launcher's requests for a checkpoint near a finding (docs/DESIGN.md §8): how many this rank has
+// seen (RankOptions::checkpoint_requests, else the signal's count since the rank began), and whether
+// the count the ranks agreed on asks for one more (at most kMaxLiveCheckpoints a process).
+class CheckpointRequests {
+ public:
+  explicit CheckpointRequests(const RankOptions& o) : o_(o), before_(checkpoint_requests()) {}
+  int64_t seen(int64_t step) const {
+    return o_.checkpoint_requests ? o_.checkpoint_requests(step) : checkpoint_requests() - before_;
+  }
+  bool ask(int64_t agreed) const { return agreed > met_ && written_ < kMaxLiveCheckpoints; }
+  void met(int64_t agreed) {
+    met_ = agreed;
+    ++written_;
+  }
+
+ private:
+  const RankOptions& o_;
+  const int64_t before_;
+  int64_t met_ = 0;
+  int written_ = 0;
+};
+
+// A checkpoint of the rank's state into `dir` (sim/checkpoint.h), and its `checkpoint_save` event.
+void save(const std::string& dir, const Progress& pr, TrainModel& model, StepPath& path, Comm& comm,
+          const RankOptions& o, RankTelemetry& tel) {
+  write_checkpoint(dir, o.rank, comm, o.scenario.model, model, path.optimizer(), pr);
+  tel.event("checkpoint_save", pr.c.step, dir);
+}
+
 // ---- eval: every rank evaluates its share of the held-out batches; mean over ranks -----------------
 void evaluate(int64_t step, const Scenario& sc, const TrainData& data, StepPath& path, Comm& comm,
               RankTelemetry& tel) {
@@ -363,6 +397,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
 
     const bool resumed = pr.resumed_from >= 0;  // these processes continue a resume: no stop for the restart
     const int64_t last = o.stop_after > 0 ? std::min(sc.steps, o.stop_after) : sc.steps;
+    CheckpointRequests requests(o);
     for (int64_t step = pr.c.step + 1; step <= last; ++step) {
       const auto t_step = std::chrono::steady_clock::now();
       StepActions act;
@@ -403,7 +438,8 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       const UpdateDecision upd = path->optimizer_step(act);
 
       // ---- consistency (nccl-tests' #wrong): parameters must be identical on every rank -------------
-      path->check_consistency();
+      // (and the ranks agree on the launcher's checkpoint requests: the most any rank has seen)
+      path->check_consistency(requests.seen(step));
 
       // ---- record ---------------------------------------------------------------------------------
       plan.apply(Hook::at_logging, act);
@@ -420,13 +456,18 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       }
 
       // ---- checkpoint: every rank saves its state; rank 0 marks it complete after a barrier ----------
-      // (the scenario's, and a replay's branch point after its last step)
-      if ((sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) || (o.checkpoint_at_stop && step == last)) {
+      // (the scenario's, a replay's branch point after its last step, and one the launcher asked for near
+      // a finding, which every rank writes at the same step: the agreed count is the same on every rank)
+      const bool scheduled =
+          (sc.checkpoint_every > 0 && step % sc.checkpoint_every == 0) || (o.checkpoint_at_stop && step == last);
+      const bool asked = requests.ask(log.checkpoint_requests());
+      if (scheduled || asked) {
         path->flush();  // pr.logged of this step
         watchdog.set_phase("checkpoint");
         pr.c.scaler = path->scaler_state();
-        const std::string dir = write_checkpoint(o.run_dir, step, rank, *comm, sc.model, *model, path->optimizer(), pr);
-        tel.event("checkpoint_save", step, dir);
+        if (scheduled) save(checkpoint_dir(o.run_dir, step), pr, *model, *path, *comm, o, tel);
+        if (asked) save(live_checkpoint_dir(o.run_dir, step), pr, *model, *path, *comm, o, tel);
+        if (asked) requests.met(log.checkpoint_requests());
       }
 
       // ---- restart: the scheduler stops every rank here; new processes resume from the checkpoint -----

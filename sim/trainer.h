@@ -19,6 +19,7 @@
 // at the next step (or before a checkpoint, an eval, the end, or an error).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ struct RankOptions {
   // training needs (the clip's grad norm; the overflow check under fp16; the cross-rank checksum).
   // Events are still written.
   bool telemetry = true;
+  // The launcher's requests for a checkpoint this rank has seen by the end of `step` (docs/DESIGN.md §8,
+  // "A checkpoint near each finding"); unset: those core/checkpoint_request.h counted since train_rank
+  // began. A test gives its own.
+  std::function<int64_t(int64_t step)> checkpoint_requests;
 };
 
 struct RankResult {
