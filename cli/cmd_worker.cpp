@@ -21,6 +21,7 @@
 #include "cli/command.h"
 #include "faults/intervention.h"
 #include "core/check.h"
+#include "core/checkpoint_request.h"
 #include "core/interrupt.h"
 #include "core/protocol.h"
 #include "faults/scenario_file.h"
@@ -104,7 +105,10 @@ void read_environment(RankOptions& o) {
 }
 
 int run_worker(const Args& a) {
-  install_interrupt_handlers();  // first: a signal from here on flushes what this rank wrote (core/interrupt.h)
+  // first, before any thread starts: the launcher's checkpoint requests are counted by a thread of their
+  // own (core/checkpoint_request.h); a signal from here on flushes what this rank wrote (core/interrupt.h)
+  install_checkpoint_request_counter();
+  install_interrupt_handlers();
   RankOptions o;
   try {
     read_environment(o);

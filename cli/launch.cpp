@@ -28,6 +28,7 @@
 #include "core/supervisor.h"
 #include "external/feed.h"
 #include "faults/effects.h"
+#include "faults/intervention.h"
 #include "faults/plan_json.h"
 #include "sim/build_info.h"
 #include "telemetry/jsonl.h"
@@ -161,6 +162,8 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
   spec.cwd = external ? s.trainer.cwd : "";
   spec.what = fmt::format("rank {}", rank);
   spec.exec_failure = "flatline launcher: exec of the worker (or its --rank-wrapper, or the trainer's shell) failed";
+  // a checkpoint request before the worker counts them is dropped, not its end (core/checkpoint_request.h)
+  if (!external) spec.ignored_signals = {kCheckpointRequestSignal};
   return RankProc{Child(spec), std::move(output), false, ""};
 }
 
@@ -278,6 +281,16 @@ struct LiveFeed {
   }
 };
 
+// A checkpoint near each finding (core/protocol.h kCheckpointRequestSignal, docs/DESIGN.md §8): a
+// finding whose cause has a repair (faults/intervention.h) asks the ranks for one, at most
+// kMaxLiveCheckpoints a run; never a replay's ranks (their checkpoints are given) nor an external
+// trainer's (the signal is flatline's worker's word).
+struct LiveCheckpoints {
+  bool on = false;
+  bool wanted = false;  // a finding asked since the poll loop last looked
+  int asked = 0;
+};
+
 struct PhaseContext {
   const Scenario& s;
   const LaunchOptions& o;
@@ -286,7 +299,19 @@ struct PhaseContext {
   LiveFeed& feed;
   LaunchResult& res;
   std::vector<std::string>& warnings;
+  LiveCheckpoints& live;
 };
+
+// A finding asked for a checkpoint: every rank still running is asked for one at its next step
+// boundary (the ranks agree on the step among themselves), unless the run is being stopped.
+void ask_for_checkpoint(PhaseContext& c, std::vector<RankProc>& ranks, bool stopping) {
+  if (c.live.wanted && !stopping && c.res.interrupted_by == 0 && !c.res.stalled) {
+    for (auto& p : ranks)
+      if (p.proc.running()) p.proc.signal(kCheckpointRequestSignal);
+    ++c.live.asked;
+  }
+  c.live.wanted = false;
+}
 
 void say(const LaunchOptions& o, const std::string& line) {
   if (o.progress) o.progress->print_line(line);
@@ -319,6 +344,7 @@ class Phase {
       }
       c_.tri.advance(now - c_.t0);
       if (o_.progress) o_.progress->tick(now);
+      ask_for_checkpoint(c_, ranks_, /*stopping=*/kill_at_ >= 0);
       reap(now);
       if (alive_ == 0) break;
       forward_signals(now);
@@ -560,12 +586,15 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   DetectorConfig cfg;
   cfg.world_size = s.world_size;
   Triage tri(cfg);
-  if (o.live_print)
-    tri.on_finding([&o](const Finding& f) {
+  LiveCheckpoints live;
+  live.on = !o.replay && s.trainer.command.empty();
+  tri.on_finding([&o, &live](const Finding& f) {
+    if (live.on && live.asked < kMaxLiveCheckpoints && has_intervention(f.cause)) live.wanted = true;
+    if (o.live_print)
       say(o, fmt::format("  [live] step {} (t={:.1f}s): {}{} — {}\n", f.detected_step, f.detected_t, f.cause,
                          f.rank >= 0 ? fmt::format(" (rank {})", f.rank) : "",
                          f.evidence.empty() ? "" : f.evidence.front()));
-    });
+  });
   LiveFeed feed(o.replay ? std::vector<FaultTruth>{} : RunPlan(s).truths(), s.world_size);
   std::unique_ptr<DetectorFeed> detectors;
   if (!o.detectors.empty()) {
@@ -585,7 +614,7 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
   std::vector<std::string> warnings;
-  PhaseContext c{s, o, start, tri, feed, res, warnings};
+  PhaseContext c{s, o, start, tri, feed, res, warnings, live};
 
   auto codes = Phase(c, o.start).run();
   bool restart = !codes.empty();

@@ -1,6 +1,6 @@
 // Two tiers of errors (docs/DESIGN.md §9 "Errors"). Recoverable failures are typed exceptions that name
 // what failed and where: ScenarioError (run/scenario.h), ReadError (readers/reader.h), RankError
-// (sim/trainer.h: a collective, the file system or a checkpoint failed). A broken invariant is a bug, not
+// (sim/errors.h: a collective, the file system or a checkpoint failed). A broken invariant is a bug, not
 // a failure of the run: FLATLINE_CHECK throws InvariantError with file:line and the condition. Nothing
 // catches it but the outermost handler (a worker exits with kExitInvariant, core/protocol.h), so a bug
 // never leaves disguised as "a collective failed".

@@ -176,6 +176,7 @@ Child::Child(const ChildSpec& spec) : group_(spec.group) {
     const char* cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
     const std::string failure = spec.exec_failure + "\n";
     const std::string no_cwd = fmt::format("flatline: {}: cannot enter {}\n", spec.what, spec.cwd);
+    const std::vector<int>& ignored = spec.ignored_signals;
     const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ < 0) {
@@ -194,6 +195,7 @@ Child::Child(const ChildSpec& spec) : group_(spec.group) {
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      for (int sig : ignored) ::signal(sig, SIG_IGN);
       if (cwd && ::chdir(cwd) != 0) {
         (void)!::write(2, no_cwd.data(), no_cwd.size());
         ::_exit(kExitExecFailed);

@@ -34,6 +34,9 @@ struct ChildSpec {
   // flatlines: the line it writes on its output when exec of argv[0] fails; it then exits
   // kExitExecFailed (127), as when it cannot enter cwd (a kept child's keeper exits 127, as a shell does).
   std::string exec_failure = "flatline: exec failed";
+  // flatlines: signals ignored in the child from before its exec (a signal it counts once it runs, that
+  // must not end it before then: core/checkpoint_request.h)
+  std::vector<int> ignored_signals;
 };
 
 // This process's environment without the variables `drop` names, then `set` (KEY, VALUE) in order.
