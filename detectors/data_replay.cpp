@@ -52,7 +52,7 @@ constexpr size_t kHashBudget = size_t{1} << 20, kMinPerRank = 1024;
 // Anchors per rank (see Window): 32 + 16 x 16 = 288 hashes, 4.6 KiB of slots; 75 MB at 16,384 ranks.
 constexpr int64_t kOriginAnchors = 32, kEpochAnchors = 16, kAnchoredEpochs = 16;
 
-class DataReplay final : public BlockDetector<DataReplay> {
+class DataReplay final : public Detector {
  public:
   explicit DataReplay(const DetectorConfig& c)
       : gate_(c.world_size, /*exact_positions=*/true),

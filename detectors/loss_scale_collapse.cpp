@@ -76,7 +76,7 @@ constexpr int kFalls = 2;              // consecutive falling records below 1 (n
 constexpr double kSkipFraction = 0.2;  // (h) share of steps skipped between two opt_step counts
 constexpr int64_t kCountedSkips = 10;  // (h) and at least this many beyond the initial search
 
-class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
+class LossScaleCollapse final : public Detector {
  public:
   explicit LossScaleCollapse(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
   const char* cause() const override { return "loss_scale_collapse"; }

@@ -52,7 +52,7 @@ struct Streak {
   }
 };
 
-class LrZero final : public BlockDetector<LrZero> {
+class LrZero final : public Detector {
  public:
   explicit LrZero(const DetectorConfig& c)
       : gate_(c.world_size, /*exact_positions=*/true), planned_end_(c.planned_steps), log_complete_(c.log_complete) {}

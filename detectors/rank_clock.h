@@ -12,25 +12,12 @@
 #include <string>
 
 #include "detectors/util.h"
+#include "telemetry/block.h"
 #include "telemetry/record.h"
 
 namespace flatline::detail {
 
-// The watchdog's phases (docs/DESIGN.md §3) as small ids, so a heartbeat costs no string compare
-// after one classification. Other names (a foreign log's) get ids from kOtherPhase up, per detector.
-enum PhaseId : uint8_t { kPhaseData, kPhaseCompute, kPhaseCollective, kPhaseOptimizer, kPhaseCheckpoint, kPhaseEval,
-                         kPhaseNone, kOtherPhase };
-inline const char* const kPhaseNames[] = {"data", "compute", "collective", "optimizer", "checkpoint", "eval", ""};
-inline uint8_t known_phase(const std::string& p) {  // kOtherPhase when not one of the watchdog's
-  switch (p.size()) {
-    case 0: return kPhaseNone;
-    case 4: return p == "data" ? kPhaseData : p == "eval" ? kPhaseEval : kOtherPhase;
-    case 7: return p == "compute" ? kPhaseCompute : kOtherPhase;
-    case 9: return p == "optimizer" ? kPhaseOptimizer : kOtherPhase;
-    case 10: return p == "collective" ? kPhaseCollective : p == "checkpoint" ? kPhaseCheckpoint : kOtherPhase;
-    default: return kOtherPhase;
-  }
-}
+// The watchdog's phases as small ids (PhaseId, known_phase, kPhaseNames): telemetry/block.h.
 inline bool pause_phase(uint8_t id) { return id == kPhaseCheckpoint || id == kPhaseEval; }
 inline bool training_phase(uint8_t id) { return id <= kPhaseOptimizer; }
 inline double later(double a, double b) { return !std::isfinite(a) ? b : !std::isfinite(b) ? a : std::max(a, b); }

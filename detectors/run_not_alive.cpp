@@ -104,7 +104,7 @@ bool mentions_death(std::string s) {
 
 enum class Kind { hang, stale, error, silent };
 
-class RunNotAlive final : public BlockDetector<RunNotAlive> {
+class RunNotAlive final : public Detector {
  public:
   explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false), world_(c.world_size) {}
   const char* cause() const override { return "run_not_alive"; }

@@ -37,7 +37,7 @@ constexpr double kAbsorbed = 0.5;    // the others' extra comm covers this fract
 constexpr int kSlowSteps = 10;       // consecutive judged steps (3 fired on scheduler jitter: 3 ranks on 2 cores)
 constexpr size_t kMaxPending = 4096; // steps waiting for a missing rank, at most
 
-class Straggler final : public BlockDetector<Straggler> {
+class Straggler final : public Detector {
  public:
   explicit Straggler(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "straggler"; }

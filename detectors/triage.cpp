@@ -7,10 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -135,12 +133,36 @@ struct Triage::Impl {
   int64_t nonfinite = 0, first_nonfinite_step = -1;
   int first_nonfinite_rank = -1;
 
+  StepBlock one, many;  // a record as a block of one; records as blocks (observe_block of Records)
+
   void count(const Record& r) {
     ++records;
     if (r.kind != RecordKind::step) return;
     last_step = std::max(last_step, r.step);
     if ((r.loss && !std::isfinite(*r.loss)) || (r.loss_avg && !std::isfinite(*r.loss_avg))) {
       if (nonfinite++ == 0) first_nonfinite_step = r.step, first_nonfinite_rank = r.rank;
+    }
+  }
+  // The same over a block's step rows (an absent loss is NaN in its column, so finite-or-absent is the
+  // test: a present NaN or inf counts, as above).
+  void count(const StepBlock& b) {
+    records += static_cast<int64_t>(b.records());
+    const size_t n = b.rows();
+    int64_t top = last_step;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      top = std::max(top, b.step[i]);
+      bad += !std::isfinite(b.loss[i]) & ((b.has[i] & StepBlock::kLoss) != 0);
+      bad += !std::isfinite(b.loss_avg[i]) & ((b.has[i] & StepBlock::kLossAvg) != 0);
+    }
+    last_step = top;
+    if (bad == 0) return;
+    for (size_t i = 0; i < n; ++i) {
+      const bool loss_bad = (b.has[i] & StepBlock::kLoss) && !std::isfinite(b.loss[i]);
+      const bool avg_bad = (b.has[i] & StepBlock::kLossAvg) && !std::isfinite(b.loss_avg[i]);
+      if (loss_bad || avg_bad) {
+        if (nonfinite++ == 0) first_nonfinite_step = b.step[i], first_nonfinite_rank = b.rank[i];
+      }
     }
   }
 
@@ -172,6 +194,14 @@ Triage::Triage(DetectorConfig cfg) : impl_(std::make_unique<Impl>()) {
 Triage::~Triage() = default;
 
 void Triage::observe(const Record& r) {
+  if (r.kind == RecordKind::step || r.kind == RecordKind::heartbeat) {
+    auto& one = impl_->one;
+    one.clear();
+    one.append(r);
+    one.seal();
+    observe_block(one);
+    return;
+  }
   impl_->count(r);
   for (auto& d : impl_->detectors) d->observe(r);
   impl_->plateau.observe(r);
@@ -179,32 +209,34 @@ void Triage::observe(const Record& r) {
   impl_->announce();
 }
 
-void Triage::observe_block(const Record* block, size_t n) {
-  static const bool parallel = std::thread::hardware_concurrency() > 1;
+void Triage::observe_block(const StepBlock& b) {
   auto& im = *impl_;
-  for (size_t i = 0; i < n; ++i) im.count(block[i]);
+  im.count(b);
   // One detector at a time over the whole block keeps its per-rank tables in cache.
-  auto run = [&](size_t first, size_t last, bool plateau) {
-    for (size_t d = first; d < last; ++d) im.detectors[d]->observe_block(block, n);
-    if (plateau)
-      for (size_t i = 0; i < n; ++i) {
-        im.plateau.observe(block[i]);
-        im.frozen.observe(block[i]);
-      }
-  };
-  // An expensive detector (Detector::expensive) gets the second thread; the rest share the first.
-  size_t heavy = im.detectors.size();
-  for (size_t i = 0; i < im.detectors.size() && heavy == im.detectors.size(); ++i)
-    if (im.detectors[i]->expensive()) heavy = i;
-  if (parallel && n >= 4096 && heavy < im.detectors.size()) {
-    auto other = std::async(std::launch::async, [&] { run(heavy, heavy + 1, false); });
-    run(0, heavy, false);
-    run(heavy + 1, im.detectors.size(), true);
-    other.get();
-  } else {
-    run(0, im.detectors.size(), true);
-  }
+  for (auto& d : im.detectors) d->observe_block(b);
+  b.for_each_record([&](const Record& r) {
+    im.plateau.observe(r);
+    im.frozen.observe(r);
+  });
   im.announce();
+}
+
+void Triage::observe_block(const Record* records, size_t n) {
+  auto& b = impl_->many;
+  b.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (b.append(records[i])) continue;
+    if (!b.empty()) {
+      b.seal();
+      observe_block(b);
+      b.clear();
+    }
+    observe(records[i]);
+  }
+  if (!b.empty()) {
+    b.seal();
+    observe_block(b);
+  }
 }
 
 void Triage::advance(double now) {

@@ -32,7 +32,7 @@ constexpr double kZeroFrac = 1e-12;   // "zero" relative to the largest other ra
 constexpr int kZeroSteps = 2;         // consecutive judged steps
 constexpr size_t kMaxPending = 50000; // steps waiting for a missing rank, at most
 
-class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
+class ZeroGradRank final : public Detector {
  public:
   explicit ZeroGradRank(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "zero_grad_rank"; }
