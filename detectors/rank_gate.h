@@ -40,6 +40,20 @@ class RankGate {
     double& p = pos_[static_cast<size_t>(rank)];
     p = std::max(p, pos);
   }
+  // Exact positions that the gate counts itself: rank's next ordinal (its k-th step record is k).
+  double next(int rank) {
+    see(rank);
+    double& p = pos_[static_cast<size_t>(rank)];
+    p = p < 1 ? 1 : p + 1;
+    return p;
+  }
+  // The same for ranks 0..n-1 at once, each one step record further (a block in lockstep).
+  void next_all(int n) {
+    if (n <= 0) return;
+    see(n - 1);
+    for (int r = 0; r < n; ++r) seen_[static_cast<size_t>(r)] = 1;
+    for (int r = 0; r < n; ++r) pos_[static_cast<size_t>(r)] = pos_[static_cast<size_t>(r)] < 1 ? 1 : pos_[static_cast<size_t>(r)] + 1;
+  }
   double position(int rank) const {
     const size_t i = static_cast<size_t>(rank);
     return rank < 0 || i >= pos_.size() ? -std::numeric_limits<double>::infinity() : pos_[i];

@@ -42,16 +42,15 @@ void StepBlock::resize(size_t n) {
   overflow.assign(n, 0), skipped.assign(n, 0), batch_hash.assign(n, 0);
 }
 
-void StepBlock::seal() {
+void StepBlock::seal() {  // reductions without early exits: loops that vectorise
   const size_t n = rows();
   uint32_t all = kAllFields;
-  bool lock = n > 0;
-  for (size_t i = 0; i < n; ++i) {
-    all &= has[i];
-    lock = lock && rank[i] == static_cast<int32_t>(i) && step[i] == step[0] && std::isfinite(t[i]);
-  }
+  size_t off = 0;
+  for (size_t i = 0; i < n; ++i) all &= has[i];
+  for (size_t i = 0; i < n; ++i) off += (rank[i] != static_cast<int32_t>(i)) | (step[i] != step[0]);
+  for (size_t i = 0; i < n; ++i) off += !(t[i] - t[i] == 0);  // NaN or inf
   all_has = n ? all : 0;
-  lockstep = lock;
+  lockstep = n > 0 && off == 0;
 }
 
 uint8_t StepBlock::phase_id(std::string_view name) {

@@ -21,12 +21,15 @@ constexpr double kEvalS = 2.0, kCheckpointS = 3.0, kRestartGapS = 20.0;  // simu
 
 // FleetSampler's permutation over positions first, first + stride, ..., without a loop-carried
 // dependency so that it vectorises; in 32 bits when the dataset fits them (2^k divides 2^32, so the ids
-// are the same), built for AVX2 and for the baseline, picked when the library loads (GCC target_clones).
+// are the same; a run is shorter than 2^32), built for AVX2 and for the baseline, picked when the library
+// loads (GCC target_clones).
 __attribute__((target_clones("avx2", "default"))) void permute32(uint32_t a, uint32_t b, uint32_t c, uint32_t mask,
                                                                 int sh, uint32_t first, uint32_t stride,
                                                                 int64_t count, int64_t* out) {
-  for (int64_t j = 0; j < count; ++j) {
-    const uint32_t x = (a * (first + stride * static_cast<uint32_t>(j)) + b) & mask;
+  const uint32_t a1 = a * stride, b1 = a * first + b;  // a (first + stride j) + b = a1 j + b1 (mod 2^32)
+  const uint32_t n = static_cast<uint32_t>(count);
+  for (uint32_t j = 0; j < n; ++j) {
+    const uint32_t x = (a1 * j + b1) & mask;
     out[j] = static_cast<int64_t>((c * (x ^ (x >> sh))) & mask);
   }
 }
@@ -65,6 +68,7 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
     }
   }
   targeted_.resize(targeted_ranks_.size());
+  while (first_untargeted_ < world_ && cls_[first_untargeted_] >= 0) ++first_untargeted_;
   next_hb_.resize(world_);
   for (int r = 0; r < world_; ++r) next_hb_[r] = hb_s_ * unif(key(seed_, 7, 0, r));  // watchdogs start apart
   compute_.resize(world_);
@@ -88,9 +92,7 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
 // Every fault at every hook, once for the untargeted ranks (a fault acts alike on every rank it
 // targets) and once per targeted rank. No fault reads what another set, so the hooks can run first.
 void Walk::actions(int64_t s) {
-  int rep = 0;
-  while (rep < world_ && cls_[rep] >= 0) ++rep;
-  generic_ = plan_.actions(s, rep < world_ ? rep : 0, world_);
+  generic_ = plan_.actions(s, first_untargeted_ < world_ ? first_untargeted_ : 0, world_);
   for (size_t i = 0; i < targeted_ranks_.size(); ++i) targeted_[i] = plan_.actions(s, targeted_ranks_[i], world_);
 }
 
@@ -98,12 +100,14 @@ SimResult Walk::run() {
   for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name));
   for (int64_t s = 1; s <= sc_.steps; ++s) {
     actions(s);
-    // Every rank blocked fetching its batch past the launcher's progress watchdog: stopped by it.
-    bool all_stalled = world_ > 0;
-    for (int r = 0; r < world_ && all_stalled; ++r) all_stalled = act(r).data_block_s > 0;
+    // Every rank blocked fetching its batch past the launcher's progress watchdog: stopped by it. (Each
+    // question asked of the untargeted ranks' actions once and of each targeted rank's.)
+    const bool untargeted = world_ > static_cast<int>(targeted_ranks_.size());
+    bool all_stalled = world_ > 0 && (!untargeted || generic_.data_block_s > 0);
+    for (const int r : targeted_ranks_) all_stalled = all_stalled && act(r).data_block_s > 0;
     if (all_stalled) {
-      double least = std::numeric_limits<double>::infinity();
-      for (int r = 0; r < world_; ++r) least = std::min(least, act(r).data_block_s);
+      double least = untargeted ? generic_.data_block_s : std::numeric_limits<double>::infinity();
+      for (const int r : targeted_ranks_) least = std::min(least, act(r).data_block_s);
       const double step_s = (kDataMs + compute_ms_ + comm_ms_) / 1000;
       const double bound = progress_bound_s(s > 1, step_s, hb_s_, sc_.collective_timeout_s);
       if (least > bound) {
@@ -112,9 +116,11 @@ SimResult Walk::run() {
         return res_;
       }
     }
-    int hung = -1;
-    for (int r = 0; r < world_ && hung < 0; ++r)
-      if (act(r).block_s + act(r).data_block_s >= sc_.collective_timeout_s) hung = r;
+    auto hangs = [&](int r) { return act(r).block_s + act(r).data_block_s >= sc_.collective_timeout_s; };
+    int hung = -1;  // the lowest rank that hangs
+    if (untargeted && hangs(first_untargeted_)) hung = first_untargeted_;
+    for (const int r : targeted_ranks_)
+      if (hangs(r) && (hung < 0 || r < hung)) hung = r;
     if (hung >= 0) {
       hang(s, hung);
       finish_run();
@@ -195,8 +201,13 @@ void Walk::step(int64_t s) {
   // the untargeted ones first, then the targeted ranks again with their own actions.
   gauss_draws(k_compute, 0, W, draws_.data());
   const char replay_g = RunPlan::replaced_batch(g).value_or(index) <= tr_.max_index;
-  for (size_t r = 0; r < W; ++r) compute_[r] = compute_of(g, draws_[r]);
-  std::fill(replay_.begin(), replay_.end(), replay_g);
+  if (g.skip_backward || g.block_s > 0 || g.data_block_s > 0) {
+    for (size_t r = 0; r < W; ++r) compute_[r] = compute_of(g, draws_[r]);
+  } else {  // compute_of without its adjustments, in a loop that vectorises
+    const double slow = 1 + g.slowdown;
+    for (size_t r = 0; r < W; ++r) compute_[r] = compute_ms_ * (1 + 0.02 * draws_[r]) * slow;
+  }
+  for (size_t r = 0; r < W; ++r) replay_[r] = replay_g;
   int zeroed = RunPlan::contributes_zeros(g) ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
   int replayed = replay_g ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
   bool inject_inf = g.inject_inf && world_ > static_cast<int>(targeted_ranks_.size());
@@ -252,10 +263,11 @@ void Walk::step(int64_t s) {
   // RunPlan::log: the untargeted ranks all at once, then the targeted ones from what they showed before
   logged_before_.clear();
   for (const int r : targeted_ranks_) logged_before_.push_back({tr_.logged_step[r], tr_.logged_loss[r]});
-  if (!g.freeze_logging) {
-    std::fill(tr_.logged_step.begin(), tr_.logged_step.end(), s);
-    std::copy(loss_.begin(), loss_.end(), tr_.logged_loss.begin());
-  }
+  if (!g.freeze_logging)
+    for (size_t r = 0; r < W; ++r) {
+      tr_.logged_step[r] = s;
+      tr_.logged_loss[r] = loss_[r];
+    }
   for (size_t i = 0; i < targeted_ranks_.size(); ++i) {
     const int r = targeted_ranks_[i];
     LoggedStep& l = logged_before_[i];
@@ -265,18 +277,14 @@ void Walk::step(int64_t s) {
   }
   if (logged) {
     StepBlock& c = rows_;
-    std::fill(c.opt_step.begin(), c.opt_step.end(), tr_.c.opt_step);
-    std::fill(c.lr.begin(), c.lr.end(), lr);
-    std::fill(c.grad_norm.begin(), c.grad_norm.end(), grad_norm);
-    std::fill(c.grad_zero_frac.begin(), c.grad_zero_frac.end(), zero_frac);
-    std::fill(c.param_norm.begin(), c.param_norm.end(), param_norm);
-    std::fill(c.update_norm.begin(), c.update_norm.end(), update_norm);
-    std::fill(c.loss_scale.begin(), c.loss_scale.end(), scale_used);
-    std::fill(c.overflow.begin(), c.overflow.end(), static_cast<uint8_t>(overflow));
-    std::fill(c.skipped.begin(), c.skipped.end(), static_cast<uint8_t>(skipped));
-    std::fill(c.epoch.begin(), c.epoch.end(), sampler_.epoch(index));
-    std::fill(c.samples_seen.begin(), c.samples_seen.end(), tr_.c.samples_seen);
-    std::fill(c.step_ms.begin(), c.step_ms.end(), step_ms);
+    // what every rank logs alike (one loop per column: plain stores the compiler vectorises)
+    const int64_t opt = tr_.c.opt_step, epoch = sampler_.epoch(index), seen = tr_.c.samples_seen;
+    for (size_t r = 0; r < W; ++r) c.opt_step[r] = opt, c.epoch[r] = epoch, c.samples_seen[r] = seen;
+    for (size_t r = 0; r < W; ++r) c.lr[r] = lr, c.grad_norm[r] = grad_norm, c.grad_zero_frac[r] = zero_frac;
+    for (size_t r = 0; r < W; ++r) c.param_norm[r] = param_norm, c.update_norm[r] = update_norm;
+    for (size_t r = 0; r < W; ++r) c.loss_scale[r] = scale_used, c.step_ms[r] = step_ms;
+    const uint8_t ov = overflow, sk = skipped;
+    for (size_t r = 0; r < W; ++r) c.overflow[r] = ov, c.skipped[r] = sk;
     fill_rows(s, index, loss_avg, t_end);
     // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
     gauss_draws(step_key(seed_, 6, s), 0, W, draws_.data());
@@ -292,7 +300,15 @@ void Walk::step(int64_t s) {
                              : a.inject_inf ? std::numeric_limits<double>::infinity()
                                             : gnk * (1 + 0.05 * draws_[r]) * kept;
     }
-    c.seal();
+    // every row carries every field; with no logger frozen every row logs step s (else seal() looks)
+    bool frozen = g.freeze_logging;
+    for (const int r : targeted_ranks_) frozen = frozen || act(r).freeze_logging;
+    if (frozen) {
+      c.seal();
+    } else {
+      c.all_has = StepBlock::kAllFields;
+      c.lockstep = W > 0;
+    }
     for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
       rec_ = Record{};
       rec_.rank = r;
@@ -300,9 +316,11 @@ void Walk::step(int64_t s) {
       rec_.t = c.t[r];
       onsets_.observe(rec_);
     }
+    int64_t beats = 0;
+    for (const auto& run : c.beats) beats += run.n;
     res_.step_records += static_cast<int64_t>(W);
-    res_.records += static_cast<int64_t>(c.records());
-    res_.heartbeats += static_cast<int64_t>(c.records() - W);
+    res_.records += static_cast<int64_t>(W) + beats;
+    res_.heartbeats += beats;
     sink_.write_block(c);
     c.beats.clear();
   } else {
@@ -318,14 +336,17 @@ void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
   StepBlock& c = rows_;
   const size_t W = static_cast<size_t>(world_);
   const StepActions& g = generic_;
-  std::copy(tr_.logged_step.begin(), tr_.logged_step.end(), c.step.begin());
-  std::copy(tr_.logged_loss.begin(), tr_.logged_loss.end(), c.loss.begin());
-  for (size_t r = 0; r < W; ++r) c.loss_avg[r] = g.freeze_logging ? tr_.logged_loss[r] : loss_avg;
+  unif_draws(step_key(seed_, 5, s), 0, W, draws_.data());
+  const bool frozen = g.freeze_logging;
+  for (size_t r = 0; r < W; ++r) {
+    c.step[r] = tr_.logged_step[r];
+    c.loss[r] = tr_.logged_loss[r];
+    c.loss_avg[r] = frozen ? tr_.logged_loss[r] : loss_avg;
+    c.t[r] = t_end + 1e-4 * draws_[r];  // ranks write a fraction of a ms apart
+    c.comm_ms[r] = cmax_ - compute_[r] + comm_ms_;
+  }
   for (const int r : targeted_ranks_)
     c.loss_avg[r] = RunPlan::logged_loss_avg({tr_.logged_step[r], tr_.logged_loss[r]}, act(r), loss_avg);
-  unif_draws(step_key(seed_, 5, s), 0, W, draws_.data());
-  for (size_t r = 0; r < W; ++r) c.t[r] = t_end + 1e-4 * draws_[r];  // ranks write a fraction of a ms apart
-  for (size_t r = 0; r < W; ++r) c.comm_ms[r] = cmax_ - compute_[r] + comm_ms_;
   sampler_.slot_ids(index, slot_ids_.data());  // every rank's batch, by position
   batch_hashes(slot_ids_.data(), static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
   for (const int r : targeted_ranks_)

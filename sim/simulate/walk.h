@@ -59,6 +59,7 @@ class Walk {
   // per rank
   std::vector<int> cls_;                 // index into targeted_, -1: generic
   std::vector<int> targeted_ranks_;
+  int first_untargeted_ = 0;             // the lowest rank no fault targets (world_ if none)
   StepActions generic_;
   std::vector<StepActions> targeted_;
   std::vector<double> next_hb_, compute_, loss_, draws_;
