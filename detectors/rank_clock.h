@@ -75,26 +75,25 @@ struct RankClock {
     if (!std::isfinite(first_t)) first_t = t;
   }
 
-  // A step record. Returns the length of the run of records logging this same step while t (and
-  // opt_step) advanced: 1 for a new step.
-  int on_step(const Record& r) {
-    const bool has_t = std::isfinite(r.t);
-    if (has_t && since_start == 0 && std::isfinite(reference())) first_step_s = r.t - reference();
-    if (has_t && std::isfinite(last_step_t) && r.t > last_step_t) step_iv.push(r.t - last_step_t);
-    if (step_records > 0 && r.step == stale_step) {
-      const bool t_known = has_t && std::isfinite(prev_t), opt_known = r.opt_step && prev_opt;
-      const bool advancing =
-          (t_known || opt_known) && (!t_known || r.t > prev_t) && (!opt_known || *r.opt_step > *prev_opt);
+  // A step record (t NaN when it has none; opt_step when has_opt). Returns the length of the run of
+  // records logging this same step while t (and opt_step) advanced: 1 for a new step.
+  int on_step(double t, int64_t step, bool has_opt, int64_t opt) {
+    const bool has_t = std::isfinite(t);
+    if (has_t && since_start == 0 && std::isfinite(reference())) first_step_s = t - reference();
+    if (has_t && std::isfinite(last_step_t) && t > last_step_t) step_iv.push(t - last_step_t);
+    if (step_records > 0 && step == stale_step) {
+      const bool t_known = has_t && std::isfinite(prev_t), opt_known = has_opt && prev_opt;
+      const bool advancing = (t_known || opt_known) && (!t_known || t > prev_t) && (!opt_known || opt > *prev_opt);
       if (advancing) ++stale_n;  // else a duplicated line: ignored
     } else {
-      stale_step = r.step;
+      stale_step = step;
       stale_n = 1;
-      stale_t0 = r.t;
-      opt0 = r.opt_step;
+      stale_t0 = t;
+      opt0 = has_opt ? std::optional<int64_t>(opt) : std::nullopt;
     }
-    if (has_t) prev_t = last_step_t = r.t;
-    if (r.opt_step) prev_opt = r.opt_step;
-    last_step = r.step;
+    if (has_t) prev_t = last_step_t = t;
+    if (has_opt) prev_opt = opt;
+    last_step = step;
     ++step_records;
     ++since_start;
     stall_reported = false;
@@ -104,23 +103,23 @@ struct RankClock {
 
   // A heartbeat with a finite t and its phase id. Returns false while the rank is paused (phase
   // checkpoint/eval, inside a pause window), true when its step deadline applies.
-  bool on_heartbeat(const Record& r, uint8_t phase) {
+  bool on_heartbeat(double t, uint8_t phase) {
     // gap > max(kDeadGap, kDeadBeats x interval), the median only when the gap exceeds kDeadGap
-    const double gap = r.t - last_hb_t;
+    const double gap = t - last_hb_t;
     if (std::isfinite(last_hb_t) && gap > kDeadGap && gap > kDeadBeats * heartbeat_interval())
-      restart(r.t);  // the watchdog itself stopped: the process was gone, this is a new one
-    else if (std::isfinite(last_hb_t) && r.t > last_hb_t)
-      hb_iv.push(r.t - last_hb_t);
-    last_hb_t = r.t;
-    remember_phase(r.t, phase);
+      restart(t);  // the watchdog itself stopped: the process was gone, this is a new one
+    else if (std::isfinite(last_hb_t) && t > last_hb_t)
+      hb_iv.push(t - last_hb_t);
+    last_hb_t = t;
+    remember_phase(t, phase);
     if (pause_phase(phase)) {
-      pause_t = r.t;
+      pause_t = t;
       return false;
     }
     if (window) {
       if (eval_window || !training_phase(phase)) return false;
       window = false;  // back to training after a checkpoint save: the deadline restarts here
-      pause_t = r.t;
+      pause_t = t;
     }
     return true;
   }
