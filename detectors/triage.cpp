@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -28,52 +29,113 @@ constexpr int kFrozenParams = 10;     // ... or an identical param_norm (no upda
 constexpr double kStill = 1e-9;       // update_norm / param_norm of parameters that do not move
 constexpr int kMaxClasses = 1000;     // ln K recognised up to K = 1000
 
+// The plain rows of a block in lockstep for Frozen (row i = rank i): an applied, driven step (lr and the
+// grad norm finite and > 0) one step after the rank's last, whose update norm is logged and not still:
+// the rank's counts of still steps go back to 0. Branch-free over 64-bit columns, so that it vectorises
+// (kept out of line: once inlined, GCC 12 no longer vectorises it). odd[i] = 1 for a row Frozen::row
+// must see; returns how many.
+__attribute__((noinline)) size_t frozen_plain_rows(size_t n, const uint8_t* __restrict skipped,
+                                                   const double* __restrict lr, const double* __restrict gn,
+                                                   const double* __restrict un, const double* __restrict pn,
+                                                   const int64_t* __restrict step, int64_t* __restrict last_step,
+                                                   int64_t* __restrict updates, int64_t* __restrict odd) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  size_t n_odd = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double p = pn[i] > 0 && pn[i] < inf ? pn[i] : 1.0;  // NaN (not logged) compares false: 1
+    int64_t ok = skipped[i] == 0;
+    ok &= lr[i] > 0;
+    ok &= lr[i] < inf;
+    ok &= gn[i] > 0;
+    ok &= gn[i] < inf;
+    ok &= (last_step[i] < 0) | (step[i] > last_step[i]);
+    ok &= un[i] - un[i] == 0;  // finite
+    ok &= !(un[i] / p < kStill);
+    odd[i] = 1 - ok;
+    n_odd += static_cast<size_t>(1 - ok);
+    last_step[i] = ok != 0 ? step[i] : last_step[i];
+    updates[i] = ok != 0 ? 0 : updates[i];
+  }
+  return n_odd;
+}
+
 // Parameters that do not move while lr and the gradients are not zero (triage.h, rule 2).
 class Frozen {
  public:
   void observe(const Record& r) {
-    if (r.kind != RecordKind::step || r.rank < 0 || r.skipped.value_or(false)) return;
-    State& s = ranks_[r.rank];
-    const bool driven = r.lr && std::isfinite(*r.lr) && *r.lr > 0 && r.grad_norm && std::isfinite(*r.grad_norm) &&
-                        *r.grad_norm > 0;
-    if (!driven || (s.last_step >= 0 && r.step <= s.last_step)) {
-      s.updates = s.params = 0;
-      s.last_step = r.step;
+    if (r.kind != RecordKind::step || r.rank < 0) return;
+    const double nan = std::nan("");
+    row(r.rank, r.step, r.skipped.value_or(false), r.lr.value_or(nan), r.grad_norm.value_or(nan),
+        r.update_norm.value_or(nan), r.param_norm.value_or(nan), r.param_norm.has_value());
+  }
+  void observe_block(const StepBlock& b) {
+    const size_t n = b.rows();
+    if (!b.lockstep) {
+      for (size_t i = 0; i < n; ++i)
+        if (b.rank[i] >= 0)
+          row(b.rank[i], b.step[i], b.skipped[i] != 0, b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
+              b.has[i] & StepBlock::kParamNorm);
+      return;
+    }
+    grow(n);
+    odd_.resize(n);
+    size_t odd = frozen_plain_rows(n, b.skipped.data(), b.lr.data(), b.grad_norm.data(), b.update_norm.data(),
+                                   b.param_norm.data(), b.step.data(), last_step_.data(), updates_.data(), odd_.data());
+    for (size_t i = 0; odd && i < n; ++i)
+      if (odd_[i]) {
+        row(static_cast<int>(i), b.step[i], b.skipped[i] != 0, b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
+            b.has[i] & StepBlock::kParamNorm);
+        --odd;
+      }
+  }
+  // A step record of rank r (NaN: a value not logged; has_param: a param_norm was, NaN or not).
+  void row(int r, int64_t step, bool skipped, double lr, double grad_norm, double update_norm, double param_norm,
+           bool has_param) {
+    if (skipped) return;
+    grow(static_cast<size_t>(r) + 1);
+    const size_t k = static_cast<size_t>(r);
+    State& s = ranks_[k];
+    int64_t& updates = updates_[k];
+    int64_t& last_step = last_step_[k];
+    const bool driven = std::isfinite(lr) && lr > 0 && std::isfinite(grad_norm) && grad_norm > 0;
+    if (!driven || (last_step >= 0 && step <= last_step)) {
+      updates = s.params = 0;
+      last_step = step;
       s.last_param.reset();
       return;
     }
-    s.last_step = r.step;
-    if (r.update_norm && std::isfinite(*r.update_norm)) {
-      const double p = r.param_norm && std::isfinite(*r.param_norm) && *r.param_norm > 0 ? *r.param_norm : 1.0;
-      if (*r.update_norm / p < kStill) {
-        if (s.updates++ == 0) s.first = r.step;
-        if (s.updates == kFrozenUpdates && !found_) {
+    last_step = step;
+    if (std::isfinite(update_norm)) {
+      const double p = std::isfinite(param_norm) && param_norm > 0 ? param_norm : 1.0;
+      if (update_norm / p < kStill) {
+        if (updates++ == 0) s.first = step;
+        if (updates == kFrozenUpdates && !found_) {
           found_ = true;
-          onset_ = s.first, detected_ = r.step;
+          onset_ = s.first, detected_ = step;
           evidence_ = fmt::format("update norm {} on {} applied steps since step {} while lr = {:.1e} and grad norm = "
                                   "{:.3g}{}: the optimizer is not updating the model it trains (an optimizer built "
                                   "over parameters a wrapper then replaced: huggingface/accelerate#2665)",
-                                  *r.update_norm, s.updates, s.first, *r.lr, *r.grad_norm,
-                                  r.param_norm ? fmt::format(", parameter norm {:.6g}", *r.param_norm) : "");
+                                  update_norm, updates, s.first, lr, grad_norm,
+                                  has_param ? fmt::format(", parameter norm {:.6g}", param_norm) : "");
         }
       } else {
-        s.updates = 0;
+        updates = 0;
       }
       return;
     }
-    if (r.param_norm && std::isfinite(*r.param_norm)) {
-      if (s.last_param && *s.last_param == *r.param_norm) {
+    if (std::isfinite(param_norm)) {
+      if (s.last_param && *s.last_param == param_norm) {
         if (s.params++ == 0) s.first = s.prev_step;
         if (s.params + 1 == kFrozenParams && p_evidence_.empty()) {
           p_evidence_ = fmt::format("parameter norm {:.6g} unchanged on {} steps since step {} while lr = {:.1e} and "
                                     "grad norm = {:.3g}: the optimizer is not updating the model it trains",
-                                    *r.param_norm, kFrozenParams, s.first, *r.lr, *r.grad_norm);
+                                    param_norm, kFrozenParams, s.first, lr, grad_norm);
         }
       } else {
         s.params = 0;
       }
-      s.last_param = r.param_norm;
-      s.prev_step = r.step;
+      s.last_param = param_norm;
+      s.prev_step = step;
     }
   }
   // The finding, if any: (onset, detected, evidence), from the update norm.
@@ -89,11 +151,16 @@ class Frozen {
 
  private:
   struct State {
-    int updates = 0, params = 0;
-    int64_t first = -1, last_step = -1, prev_step = -1;
+    int params = 0;
+    int64_t first = -1, prev_step = -1;
     std::optional<double> last_param;
   };
-  detail::PerRank<State> ranks_;
+  void grow(size_t n) {
+    if (ranks_.size() >= n) return;
+    ranks_.resize(n), updates_.resize(n, 0), last_step_.resize(n, -1);
+  }
+  std::vector<State> ranks_;
+  std::vector<int64_t> updates_, last_step_, odd_;  // per rank (the counts a plain row moves); scratch
   bool found_ = false;
   int64_t onset_ = -1, detected_ = -1;
   std::string evidence_, p_evidence_;
@@ -214,10 +281,8 @@ void Triage::observe_block(const StepBlock& b) {
   im.count(b);
   // One detector at a time over the whole block keeps its per-rank tables in cache.
   for (auto& d : im.detectors) d->observe_block(b);
-  b.for_each_record([&](const Record& r) {
-    im.plateau.observe(r);
-    im.frozen.observe(r);
-  });
+  im.plateau.observe_block(b);
+  im.frozen.observe_block(b);
   im.announce();
 }
 
