@@ -78,7 +78,7 @@ class DataReplay final : public BlockDetector {
     tags_.resize(n);
     for (size_t i = 0; i < n; ++i) {
       const int r = b.rank[i];
-      if (r < 0 || !(b.has[i] & StepBlock::kBatchHash)) continue;
+      if (r < 0 || !(b.flags[i] & StepBlock::kBatchHash)) continue;
       tags_[i] = HashHistory::tag_of(b.batch_hash[i]);
       if (static_cast<size_t>(r) < ranks_.size() && ranks_[static_cast<size_t>(r)].first_seen)
         ranks_[static_cast<size_t>(r)].first_seen->prefetch(tags_[i]);
@@ -90,9 +90,9 @@ class DataReplay final : public BlockDetector {
       Rank& s = rank(r);
       if (!s.first_seen) s.first_seen.emplace(per_rank_);
       const double ord = b.lockstep ? gate_.position(r) : gate_.next(r);
-      const bool hashed = b.has[i] & StepBlock::kBatchHash;
+      const bool hashed = b.flags[i] & StepBlock::kBatchHash;
       if (hashed) on_hash(b, i, r, ord, s);
-      if ((b.has[i] & StepBlock::kSamplesSeen) && !hashed && !s.hashed) on_position(b, i, r, ord, s);
+      if ((b.flags[i] & StepBlock::kSamplesSeen) && !hashed && !s.hashed) on_position(b, i, r, ord, s);
     }
     gate_.poll();
   }
@@ -149,7 +149,7 @@ class DataReplay final : public BlockDetector {
         s.epochs.emplace(kEpochAnchors * kAnchoredEpochs);
       }
       const std::optional<int64_t> epoch =
-          b.has[i] & StepBlock::kEpoch ? std::optional<int64_t>(b.epoch[i]) : std::nullopt;
+          b.flags[i] & StepBlock::kEpoch ? std::optional<int64_t>(b.epoch[i]) : std::nullopt;
       if (epoch != s.epoch) s.epoch_n = 0;
       s.epoch = epoch;
       // (while the history has forgotten nothing, it holds every anchor: nothing to look up)

@@ -93,8 +93,7 @@ constexpr int64_t kFp16 = 32;        // fp16: a scale other than 1, or an overfl
 // applied grad norm, the zero-gradient level, the opt_step count). Branch-free over 64-bit columns so
 // that it vectorises (kept out of line: once inlined, GCC 12 no longer vectorises it). odd[i] = 1 for a
 // row the rules must see in full; returns how many.
-__attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict ls, const uint32_t* __restrict has,
-                                            const uint8_t* __restrict ov, const uint8_t* __restrict sk,
+__attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict ls, const uint64_t* __restrict flags,
                                             const int64_t* __restrict step, const int64_t* __restrict opt,
                                             const double* __restrict gn, const double* __restrict zf,
                                             const int64_t* __restrict bits, int64_t* __restrict last,
@@ -104,14 +103,14 @@ __attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict l
                                             int64_t* __restrict odd) {
   size_t n_odd = 0;
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t h = has[i];
+    const uint64_t h = flags[i];
     const double l = ls[i];
     const int64_t flags = (h & (StepBlock::kOverflow | StepBlock::kSkipped)) != 0;
     const int64_t want = kQuiet | kScaleLogged | kApplied | kHasPrev | (flags != 0 ? kFlagsLogged : 0) | (l != 1 ? kFp16 : 0);
     int64_t ok = (h & StepBlock::kLossScale) != 0;  // one test a statement: GCC if-converts them so
     ok &= l >= kLowScale;
     ok &= l < std::numeric_limits<double>::infinity();
-    ok &= (ov[i] | sk[i]) == 0;
+    ok &= (h & (StepBlock::kOverflowValue | StepBlock::kSkippedValue)) == 0;
     ok &= step[i] > last[i];
     ok &= (bits[i] & want) == want;
     ok &= 1 - ((1 - flags) & (l < prev_scale[i]));
@@ -164,7 +163,7 @@ class LossScaleCollapse final : public BlockDetector {
       if (dense_ < n) std::fill(present_.begin(), present_.begin() + static_cast<long>(n), 1), dense_ = n;
       gate_.next_all(static_cast<int>(n));
       odd_.resize(n);
-      size_t odd = plain_rows(n, b.loss_scale.data(), b.has.data(), b.overflow.data(), b.skipped.data(), b.step.data(),
+      size_t odd = plain_rows(n, b.loss_scale.data(), b.flags.data(), b.step.data(),
                               b.opt_step.data(), b.grad_norm.data(), b.grad_zero_frac.data(), bits_.data(),
                               last_step_.data(), scale_.data(), prev_scale_.data(), last_gn_.data(),
                               zero_base_.data(), count_step_.data(), count_opt_.data(), odd_.data());
@@ -250,7 +249,7 @@ class LossScaleCollapse final : public BlockDetector {
     const size_t k = static_cast<size_t>(r);
     Rank& s = rare_[k];
     int64_t& bits = bits_[k];
-    const uint32_t h = b.has[i];
+    const uint64_t h = b.flags[i];
     const int64_t step = b.step[i], prev_step = last_step_[k];  // the step before this row
     last_step_[k] = step;
     const double prev_scale = scale_[k];
@@ -263,8 +262,8 @@ class LossScaleCollapse final : public BlockDetector {
     }
     const bool has_ov = h & StepBlock::kOverflow, has_sk = h & StepBlock::kSkipped;
     if (has_ov || has_sk) bits |= kFlagsLogged;
-    const bool skipped = b.skipped[i] != 0;  // 0 when absent
-    const bool overflow = has_ov ? b.overflow[i] != 0 : skipped;
+    const bool skipped = b.skipped(i);  // false when absent
+    const bool overflow = has_ov ? b.overflow(i) : skipped;
     const bool bad = overflow || skipped;
     if (overflow) bits |= kFp16;
     const double zf = b.grad_zero_frac[i], gn = b.grad_norm[i];  // NaN when absent
@@ -361,7 +360,7 @@ class LossScaleCollapse final : public BlockDetector {
     const size_t k = static_cast<size_t>(r);
     Rank& s = rare_[k];
     int64_t& bits = bits_[k];
-    const uint32_t h = b.has[i];
+    const uint64_t h = b.flags[i];
     const int64_t step = b.step[i];
     const bool advanced = prev_step < 0 || step > prev_step;
     const bool has_ls = (h & StepBlock::kLossScale) && std::isfinite(b.loss_scale[i]);
@@ -394,8 +393,8 @@ class LossScaleCollapse final : public BlockDetector {
       const bool has_prev = bits & kHasPrev;
       const double prev = prev_scale_[k];
       // (e)
-      if (advanced && has_prev && ls < prev && ls < kLowScale && (h & StepBlock::kOverflow) && !b.overflow[i] &&
-          !b.skipped[i])
+      if (advanced && has_prev && ls < prev && ls < kLowScale && (h & StepBlock::kOverflow) && !b.overflow(i) &&
+          !b.skipped(i))
         fire(b, i, r, ord, step, 0.9,
              {fmt::format("loss scale {} -> {} at step {} with no overflow: the scaler is clamped{}", scale(prev),
                           scale(ls), step, zero())});

@@ -60,8 +60,8 @@ struct Streak {
 // or above 0.1% of a peak above 0 only moves the running state (peak, last lr, the low streak back to
 // 0). Branch-free over 64-bit columns, so that it vectorises (kept out of line: once inlined, GCC 12 no
 // longer vectorises it). odd[i] = 1 for a row the rules must see in full; returns how many.
-__attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict lr, const uint32_t* __restrict has,
-                                            const uint8_t* __restrict skipped, const int64_t* __restrict step,
+__attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict lr, const uint64_t* __restrict flags,
+                                            const int64_t* __restrict step,
                                             double* __restrict peak, double* __restrict last_lr,
                                             int64_t* __restrict peak_step, int64_t* __restrict last_step,
                                             int64_t* __restrict seen, int64_t* __restrict low_n,
@@ -69,16 +69,19 @@ __attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict l
   size_t n_odd = 0;
   for (size_t i = 0; i < n; ++i) {
     const double l = lr[i], p0 = peak[i], pk = p0 > l ? p0 : l;
-    const int64_t plain = ((has[i] & StepBlock::kLr) != 0) & (skipped[i] == 0) & (l >= 0) &
-                          (l < std::numeric_limits<double>::infinity()) & (pk > kZeroLr) & !(l < kLowFrac * pk);
+    int64_t plain = (flags[i] & (StepBlock::kLr | StepBlock::kSkippedValue)) == StepBlock::kLr;  // logged, applied
+    plain &= l >= 0;
+    plain &= l < std::numeric_limits<double>::infinity();
+    plain &= pk > kZeroLr;
+    plain &= !(l < kLowFrac * pk);
     odd[i] = 1 - plain;
     n_odd += static_cast<size_t>(1 - plain);
-    peak_step[i] = plain & (l > p0) ? step[i] : peak_step[i];
-    peak[i] = plain ? pk : p0;
-    last_lr[i] = plain ? l : last_lr[i];
-    last_step[i] = plain ? step[i] : last_step[i];
+    peak_step[i] = (plain & (l > p0)) != 0 ? step[i] : peak_step[i];
+    peak[i] = plain != 0 ? pk : p0;
+    last_lr[i] = plain != 0 ? l : last_lr[i];
+    last_step[i] = plain != 0 ? step[i] : last_step[i];
     seen[i] |= plain;
-    low_n[i] = plain ? 0 : low_n[i];
+    low_n[i] = plain != 0 ? 0 : low_n[i];
   }
   return n_odd;
 }
@@ -102,7 +105,7 @@ class LrZero final : public BlockDetector {
       if (dense_ < n) std::fill(present_.begin(), present_.begin() + static_cast<long>(n), 1), dense_ = n;
       gate_.next_all(static_cast<int>(n));
       odd_.resize(n);
-      size_t odd = plain_rows(n, b.lr.data(), b.has.data(), b.skipped.data(), b.step.data(), peak_.data(),
+      size_t odd = plain_rows(n, b.lr.data(), b.flags.data(), b.step.data(), peak_.data(),
                               last_lr_.data(), peak_step_.data(), last_step_.data(), lr_seen_.data(), low_n_.data(),
                               odd_.data());
       for (size_t i = 0; odd && i < n; ++i)
@@ -179,8 +182,8 @@ class LrZero final : public BlockDetector {
   // Row i of rank r, its ordinal `ord`: the rules in full.
   void row(const StepBlock& b, size_t i, int r, double ord) {
     present_[static_cast<size_t>(r)] = 1;
-    if (b.skipped[i]) return;  // no update was applied
-    const bool has_lr = (b.has[i] & StepBlock::kLr) != 0;
+    if (b.skipped(i)) return;  // no update was applied
+    const bool has_lr = (b.flags[i] & StepBlock::kLr) != 0;
     if (has_lr && std::isfinite(b.lr[i]) && b.lr[i] >= 0) on_lr(b, i, r, ord);
     else if (!has_lr) on_no_lr(b, i, r, ord);
   }

@@ -189,7 +189,7 @@ class RunNotAlive final : public BlockDetector {
       any_t_ = true;
       s.clock(t);
     }
-    const bool has_opt = b.has[i] & StepBlock::kOptStep;
+    const bool has_opt = b.flags[i] & StepBlock::kOptStep;
     if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
       offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
     if (has_t) {

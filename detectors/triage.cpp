@@ -34,7 +34,7 @@ constexpr int kMaxClasses = 1000;     // ln K recognised up to K = 1000
 // the rank's counts of still steps go back to 0. Branch-free over 64-bit columns, so that it vectorises
 // (kept out of line: once inlined, GCC 12 no longer vectorises it). odd[i] = 1 for a row Frozen::row
 // must see; returns how many.
-__attribute__((noinline)) size_t frozen_plain_rows(size_t n, const uint8_t* __restrict skipped,
+__attribute__((noinline)) size_t frozen_plain_rows(size_t n, const uint64_t* __restrict flags,
                                                    const double* __restrict lr, const double* __restrict gn,
                                                    const double* __restrict un, const double* __restrict pn,
                                                    const int64_t* __restrict step, int64_t* __restrict last_step,
@@ -43,7 +43,7 @@ __attribute__((noinline)) size_t frozen_plain_rows(size_t n, const uint8_t* __re
   size_t n_odd = 0;
   for (size_t i = 0; i < n; ++i) {
     const double p = pn[i] > 0 && pn[i] < inf ? pn[i] : 1.0;  // NaN (not logged) compares false: 1
-    int64_t ok = skipped[i] == 0;
+    int64_t ok = (flags[i] & StepBlock::kSkippedValue) == 0;
     ok &= lr[i] > 0;
     ok &= lr[i] < inf;
     ok &= gn[i] > 0;
@@ -73,18 +73,18 @@ class Frozen {
     if (!b.lockstep) {
       for (size_t i = 0; i < n; ++i)
         if (b.rank[i] >= 0)
-          row(b.rank[i], b.step[i], b.skipped[i] != 0, b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
-              b.has[i] & StepBlock::kParamNorm);
+          row(b.rank[i], b.step[i], b.skipped(i), b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
+              b.flags[i] & StepBlock::kParamNorm);
       return;
     }
     grow(n);
     odd_.resize(n);
-    size_t odd = frozen_plain_rows(n, b.skipped.data(), b.lr.data(), b.grad_norm.data(), b.update_norm.data(),
+    size_t odd = frozen_plain_rows(n, b.flags.data(), b.lr.data(), b.grad_norm.data(), b.update_norm.data(),
                                    b.param_norm.data(), b.step.data(), last_step_.data(), updates_.data(), odd_.data());
     for (size_t i = 0; odd && i < n; ++i)
       if (odd_[i]) {
-        row(static_cast<int>(i), b.step[i], b.skipped[i] != 0, b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
-            b.has[i] & StepBlock::kParamNorm);
+        row(static_cast<int>(i), b.step[i], b.skipped(i), b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
+            b.flags[i] & StepBlock::kParamNorm);
         --odd;
       }
   }
@@ -219,14 +219,14 @@ struct Triage::Impl {
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
       top = std::max(top, b.step[i]);
-      bad += !std::isfinite(b.loss[i]) & ((b.has[i] & StepBlock::kLoss) != 0);
-      bad += !std::isfinite(b.loss_avg[i]) & ((b.has[i] & StepBlock::kLossAvg) != 0);
+      bad += !std::isfinite(b.loss[i]) & ((b.flags[i] & StepBlock::kLoss) != 0);
+      bad += !std::isfinite(b.loss_avg[i]) & ((b.flags[i] & StepBlock::kLossAvg) != 0);
     }
     last_step = top;
     if (bad == 0) return;
     for (size_t i = 0; i < n; ++i) {
-      const bool loss_bad = (b.has[i] & StepBlock::kLoss) && !std::isfinite(b.loss[i]);
-      const bool avg_bad = (b.has[i] & StepBlock::kLossAvg) && !std::isfinite(b.loss_avg[i]);
+      const bool loss_bad = (b.flags[i] & StepBlock::kLoss) && !std::isfinite(b.loss[i]);
+      const bool avg_bad = (b.flags[i] & StepBlock::kLossAvg) && !std::isfinite(b.loss_avg[i]);
       if (loss_bad || avg_bad) {
         if (nonfinite++ == 0) first_nonfinite_step = b.step[i], first_nonfinite_rank = b.rank[i];
       }

@@ -22,11 +22,11 @@ std::optional<T> opt(bool present, T v) {
 }  // namespace
 
 void StepBlock::clear() {
-  rank.clear(), step.clear(), t.clear(), has.clear();
+  rank.clear(), step.clear(), t.clear(), flags.clear();
   opt_step.clear(), epoch.clear(), samples_seen.clear(), param_mismatches.clear();
   loss.clear(), loss_avg.clear(), lr.clear(), grad_norm.clear(), local_grad_norm.clear(), grad_zero_frac.clear();
   param_norm.clear(), update_norm.clear(), loss_scale.clear(), step_ms.clear(), comm_ms.clear();
-  overflow.clear(), skipped.clear(), batch_hash.clear();
+  batch_hash.clear();
   beats.clear();
   phase_names.clear();
   all_has = 0;
@@ -34,19 +34,19 @@ void StepBlock::clear() {
 }
 
 void StepBlock::resize(size_t n) {
-  rank.assign(n, 0), step.assign(n, 0), t.assign(n, kNaN), has.assign(n, 0);
-  opt_step.assign(n, 0), epoch.assign(n, 0), samples_seen.assign(n, 0), param_mismatches.assign(n, 0);
+  rank.resize(n, 0), step.resize(n, 0), t.resize(n, kNaN), flags.resize(n, 0);
+  opt_step.resize(n, 0), epoch.resize(n, 0), samples_seen.resize(n, 0), param_mismatches.resize(n, 0);
   for (auto* c : {&loss, &loss_avg, &lr, &grad_norm, &local_grad_norm, &grad_zero_frac, &param_norm, &update_norm,
                   &loss_scale, &step_ms, &comm_ms})
-    c->assign(n, kNaN);
-  overflow.assign(n, 0), skipped.assign(n, 0), batch_hash.assign(n, 0);
+    c->resize(n, kNaN);
+  batch_hash.resize(n, 0);
 }
 
 void StepBlock::seal() {  // reductions without early exits: loops that vectorise
   const size_t n = rows();
-  uint32_t all = kAllFields;
+  uint64_t all = kAllFields;
   size_t off = 0;
-  for (size_t i = 0; i < n; ++i) all &= has[i];
+  for (size_t i = 0; i < n; ++i) all &= flags[i];
   for (size_t i = 0; i < n; ++i) off += (rank[i] != static_cast<int32_t>(i)) | (step[i] != step[0]);
   for (size_t i = 0; i < n; ++i) off += !(t[i] - t[i] == 0);  // NaN or inf
   all_has = n ? all : 0;
@@ -91,13 +91,13 @@ bool StepBlock::append(const Record& r) {
     return true;
   }
   if (r.kind != RecordKind::step) return false;
-  uint32_t h = 0;
-  auto d = [&h](const std::optional<double>& v, uint32_t bit) {
+  uint64_t h = 0;
+  auto d = [&h](const std::optional<double>& v, uint64_t bit) {
     if (!v) return kNaN;
     h |= bit;
     return *v;
   };
-  auto i64 = [&h](const std::optional<int64_t>& v, uint32_t bit) -> int64_t {
+  auto i64 = [&h](const std::optional<int64_t>& v, uint64_t bit) -> int64_t {
     if (!v) return 0;
     h |= bit;
     return *v;
@@ -120,16 +120,16 @@ bool StepBlock::append(const Record& r) {
   loss_scale.push_back(d(r.loss_scale, kLossScale));
   step_ms.push_back(d(r.step_ms, kStepMs));
   comm_ms.push_back(d(r.comm_ms, kCommMs));
-  overflow.push_back(r.overflow ? (h |= kOverflow, static_cast<uint8_t>(*r.overflow)) : uint8_t{0});
-  skipped.push_back(r.skipped ? (h |= kSkipped, static_cast<uint8_t>(*r.skipped)) : uint8_t{0});
+  if (r.overflow) h |= kOverflow | (*r.overflow ? kOverflowValue : 0);
+  if (r.skipped) h |= kSkipped | (*r.skipped ? kSkippedValue : 0);
   batch_hash.push_back(r.batch_hash ? (h |= kBatchHash, *r.batch_hash) : uint64_t{0});
-  has.push_back(h);
+  flags.push_back(h);
   return true;
 }
 
 void StepBlock::row_record(size_t i, Record& out) const {
   reset_for(out, RecordKind::step);
-  const uint32_t h = has[i];
+  const uint64_t h = flags[i];
   out.rank = rank[i];
   out.t = t[i];
   out.step = step[i];
@@ -143,8 +143,8 @@ void StepBlock::row_record(size_t i, Record& out) const {
   out.param_norm = opt(h & kParamNorm, param_norm[i]);
   out.update_norm = opt(h & kUpdateNorm, update_norm[i]);
   out.loss_scale = opt(h & kLossScale, loss_scale[i]);
-  out.overflow = opt<bool>(h & kOverflow, overflow[i] != 0);
-  out.skipped = opt<bool>(h & kSkipped, skipped[i] != 0);
+  out.overflow = opt<bool>(h & kOverflow, (h & kOverflowValue) != 0);
+  out.skipped = opt<bool>(h & kSkipped, (h & kSkippedValue) != 0);
   out.batch_hash = opt(h & kBatchHash, batch_hash[i]);
   out.epoch = opt(h & kEpoch, epoch[i]);
   out.samples_seen = opt(h & kSamplesSeen, samples_seen[i]);

@@ -40,27 +40,30 @@ inline uint8_t known_phase(std::string_view p) {  // kOtherPhase when not one of
 }
 
 struct StepBlock {
-  // Bits of `has`: the optional fields of a step record (record.h) that a row carries.
-  enum Field : uint32_t {
-    kOptStep = 1u << 0, kLoss = 1u << 1, kLossAvg = 1u << 2, kLr = 1u << 3, kGradNorm = 1u << 4,
-    kLocalGradNorm = 1u << 5, kGradZeroFrac = 1u << 6, kParamNorm = 1u << 7, kUpdateNorm = 1u << 8,
-    kLossScale = 1u << 9, kOverflow = 1u << 10, kSkipped = 1u << 11, kBatchHash = 1u << 12, kEpoch = 1u << 13,
-    kSamplesSeen = 1u << 14, kStepMs = 1u << 15, kCommMs = 1u << 16, kParamMismatches = 1u << 17,
-  };
-  static constexpr uint32_t kAllFields = (1u << 18) - 1;
+  // Bits of `flags`: the optional fields of a step record (record.h) that a row carries, and the values
+  // of its two boolean fields.
+  static constexpr uint64_t kOptStep = 1u << 0, kLoss = 1u << 1, kLossAvg = 1u << 2, kLr = 1u << 3,
+                            kGradNorm = 1u << 4, kLocalGradNorm = 1u << 5, kGradZeroFrac = 1u << 6,
+                            kParamNorm = 1u << 7, kUpdateNorm = 1u << 8, kLossScale = 1u << 9, kOverflow = 1u << 10,
+                            kSkipped = 1u << 11, kBatchHash = 1u << 12, kEpoch = 1u << 13, kSamplesSeen = 1u << 14,
+                            kStepMs = 1u << 15, kCommMs = 1u << 16, kParamMismatches = 1u << 17;
+  static constexpr uint64_t kOverflowValue = 1u << 20, kSkippedValue = 1u << 21;  // overflow / skipped is true
+  static constexpr uint64_t kAllFields = (1u << 18) - 1;
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-  // ---- step rows. A value the row does not carry: its bit of `has` is 0, a double column holds NaN,
-  // an integer or flag column 0.
+  // ---- step rows. A value the row does not carry: its bit of `flags` is 0, a double column holds NaN,
+  // an integer column 0. Every column 64 bits wide, so that a pass over several vectorises without
+  // widening.
   std::vector<int32_t> rank;
   std::vector<int64_t> step;
   std::vector<double> t;  // NaN when the record has none
-  std::vector<uint32_t> has;
+  std::vector<uint64_t> flags;  // Field bits: what the row carries; overflow and skipped as values
   std::vector<int64_t> opt_step, epoch, samples_seen, param_mismatches;
   std::vector<double> loss, loss_avg, lr, grad_norm, local_grad_norm, grad_zero_frac, param_norm, update_norm,
       loss_scale, step_ms, comm_ms;
-  std::vector<uint8_t> overflow, skipped;
   std::vector<uint64_t> batch_hash;
+  bool overflow(size_t i) const { return flags[i] & kOverflowValue; }  // false when not logged
+  bool skipped(size_t i) const { return flags[i] & kSkippedValue; }
 
   // ---- heartbeats: n of one rank, with one phase and step, at t0, t0 + dt, ... (t_last the n-th).
   struct Beats {
@@ -75,13 +78,14 @@ struct StepBlock {
   std::vector<std::string> phase_names;  // names of the ids from kOtherPhase up
 
   // ---- what every row shares, for passes that can then skip a test per row (set by seal())
-  uint32_t all_has = 0;     // the fields every row carries
+  uint64_t all_has = 0;     // the fields every row carries
   bool lockstep = false;    // rows are ranks 0..rows()-1 in order, all at one step, each with a finite t
 
   size_t rows() const { return rank.size(); }
   bool empty() const { return rank.empty() && beats.empty(); }
   void clear();
-  // n rows, every value absent (the simulator then fills the columns in place and calls seal()).
+  // n rows: the rows already there keep their values, new ones have every value absent (the simulator
+  // fills the columns in place, then sets all_has and lockstep or calls seal()).
   void resize(size_t n);
   // Sets all_has and lockstep from the rows.
   void seal();

@@ -85,7 +85,6 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
   // The columns every step record fills the same way, set once.
   rows_.resize(static_cast<size_t>(world_));
   for (int r = 0; r < world_; ++r) rows_.rank[r] = r;
-  std::fill(rows_.has.begin(), rows_.has.end(), StepBlock::kAllFields);
   std::fill(rows_.param_mismatches.begin(), rows_.param_mismatches.end(), 0);  // modelled ranks apply one update
 }
 
@@ -283,8 +282,9 @@ void Walk::step(int64_t s) {
     for (size_t r = 0; r < W; ++r) c.lr[r] = lr, c.grad_norm[r] = grad_norm, c.grad_zero_frac[r] = zero_frac;
     for (size_t r = 0; r < W; ++r) c.param_norm[r] = param_norm, c.update_norm[r] = update_norm;
     for (size_t r = 0; r < W; ++r) c.loss_scale[r] = scale_used, c.step_ms[r] = step_ms;
-    const uint8_t ov = overflow, sk = skipped;
-    for (size_t r = 0; r < W; ++r) c.overflow[r] = ov, c.skipped[r] = sk;
+    const uint64_t flags = StepBlock::kAllFields | (overflow ? StepBlock::kOverflowValue : 0) |
+                           (skipped ? StepBlock::kSkippedValue : 0);  // every field, overflow and skipped as logged
+    for (size_t r = 0; r < W; ++r) c.flags[r] = flags;
     fill_rows(s, index, loss_avg, t_end);
     // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
     gauss_draws(step_key(seed_, 6, s), 0, W, draws_.data());
