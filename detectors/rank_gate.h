@@ -49,10 +49,21 @@ class RankGate {
   }
   // The same for ranks 0..n-1 at once, each one step record further (a block in lockstep).
   void next_all(int n) {
-    if (n <= 0) return;
+    see_all(n);
+    double* p = pos_.data();
+    for (int r = 0; r < n; ++r) p[r] = p[r] < 1 ? 1 : p[r] + 1;
+  }
+  // Ranks 0..n-1 seen (a block in lockstep has them all); then advance_seen() for them.
+  void see_all(int n) {
+    if (n <= seen_upto_) return;
     see(n - 1);
     for (int r = 0; r < n; ++r) seen_[static_cast<size_t>(r)] = 1;
-    for (int r = 0; r < n; ++r) pos_[static_cast<size_t>(r)] = pos_[static_cast<size_t>(r)] < 1 ? 1 : pos_[static_cast<size_t>(r)] + 1;
+    seen_upto_ = n;
+  }
+  // advance() for a rank already seen, at a finite position.
+  void advance_seen(int rank, double pos) {
+    double& p = pos_[static_cast<size_t>(rank)];
+    p = p < pos ? pos : p;
   }
   double position(int rank) const {
     const size_t i = static_cast<size_t>(rank);
@@ -115,7 +126,7 @@ class RankGate {
   bool exact_;
   std::vector<double> pos_;  // by rank; -inf until the rank's first record
   std::vector<char> seen_;
-  int scan_from_ = 0;
+  int scan_from_ = 0, seen_upto_ = 0;
   std::optional<Finding> cand_;
   double cand_pos_ = 0;
   int cand_rank_ = -1;

@@ -166,14 +166,37 @@ class RunNotAlive final : public BlockDetector {
   }
 
   // A block in stream order: each heartbeat run before the row it precedes, then the row.
+  // A block in lockstep (rank i on row i, finite t): its ranks are made known to the gate and the
+  // per-rank table once, and each row takes the same steps without those checks (lockstep_row).
   void observe_block(const StepBlock& b) override {
-    const size_t n = b.rows();
+    const size_t n = b.rows(), nb = b.beats.size();
+    if (b.lockstep) {
+      any_records_ = any_t_ = true;
+      gate_.see_all(static_cast<int>(n));
+      ranks_.present_upto(static_cast<int>(n));
+    }
     size_t j = 0;
     for (size_t i = 0; i <= n; ++i) {
-      for (; j < b.beats.size() && b.beats[j].row <= i; ++j) beats(b, b.beats[j]);
+      for (; j < nb && b.beats[j].row <= i; ++j) beats(b, b.beats[j]);
       if (i == n) break;
-      step_row(b, i);
+      if (b.lockstep) lockstep_row(b, i);
+      else step_row(b, i);
     }
+  }
+
+  // step_row() for row i of a block in lockstep: rank i, already known, with a finite t.
+  void lockstep_row(const StepBlock& b, size_t i) {
+    const int r = static_cast<int>(i);
+    RankClock& s = ranks_.unchecked(r);
+    const double t = b.t[i];
+    s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
+    s.clock(t);
+    const bool has_opt = b.flags[i] & StepBlock::kOptStep;
+    if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
+      offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
+    s.latest_t = later(s.latest_t, t);
+    gate_.advance_seen(r, t);
+    if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
   }
 
   void step_row(const StepBlock& b, size_t i) {

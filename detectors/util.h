@@ -86,6 +86,16 @@ class PerRank {
     if (!has_[i]) has_[i] = 1, ++n_;
     return v_[i];
   }
+  // Ranks 0..n-1 present (a block in lockstep has them all); then unchecked(r) for r < n.
+  void present_upto(int n) {
+    if (n <= upto_) return;
+    const size_t k = static_cast<size_t>(n);
+    if (k > v_.size()) v_.resize(k), has_.resize(k, 0);
+    for (size_t i = 0; i < k; ++i)
+      if (!has_[i]) has_[i] = 1, ++n_;
+    upto_ = n;
+  }
+  T& unchecked(int r) { return v_[static_cast<size_t>(r)]; }
   template <class F>
   void for_each(F f) {  // f(rank, state&) for every present rank, in rank order
     for (size_t i = 0; i < v_.size(); ++i)
@@ -118,6 +128,7 @@ class PerRank {
   std::vector<T> v_;
   std::vector<char> has_;
   size_t n_ = 0;
+  int upto_ = 0;  // ranks below it are all present
 };
 
 inline double median(std::vector<double> v) {
