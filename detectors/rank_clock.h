@@ -101,6 +101,26 @@ struct RankClock {
     return stale_n;
   }
 
+  // clock(t) and on_step() for the common step record at fleet scale, without their tests: a finite t
+  // later than the last step's, and not a second behind the rank's latest record, a logged step other
+  // than the last one, after the first step since the (re)start. Returns false, having done nothing,
+  // for any other record (then clock() and on_step() take it).
+  bool plain_step(double t, int64_t step, bool has_opt, int64_t opt) {
+    if (!(since_start > 0 && t > last_step_t && t >= latest_t - 1.0 && step != stale_step && first_t == first_t))
+      return false;  // (a NaN compares false: last_step_t, latest_t and first_t are finite here)
+    step_iv.push(t - last_step_t);
+    stale_step = last_step = step;
+    stale_n = 1;
+    stale_t0 = prev_t = last_step_t = t;
+    opt0 = has_opt ? std::optional<int64_t>(opt) : std::nullopt;
+    if (has_opt) prev_opt = opt;
+    ++step_records;
+    ++since_start;
+    stall_reported = window = eval_window = false;
+    latest_t = latest_t < t ? t : latest_t;
+    return true;
+  }
+
   // A heartbeat with a finite t and its phase id. Returns false while the rank is paused (phase
   // checkpoint/eval, inside a pause window), true when its step deadline applies.
   bool on_heartbeat(double t, uint8_t phase) {

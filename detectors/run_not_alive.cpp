@@ -177,7 +177,8 @@ class RunNotAlive final : public BlockDetector {
     }
     size_t j = 0;
     for (size_t i = 0; i <= n; ++i) {
-      for (; j < nb && b.beats[j].row <= i; ++j) beats(b, b.beats[j]);
+      for (; j < nb && b.beats[j].row <= i; ++j)
+        beats(b, b.beats[j], b.lockstep && static_cast<size_t>(b.beats[j].rank) < n);
       if (i == n) break;
       if (b.lockstep) lockstep_row(b, i);
       else step_row(b, i);
@@ -190,11 +191,13 @@ class RunNotAlive final : public BlockDetector {
     RankClock& s = ranks_.unchecked(r);
     const double t = b.t[i];
     s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
-    s.clock(t);
     const bool has_opt = b.flags[i] & StepBlock::kOptStep;
-    if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
-      offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
-    s.latest_t = later(s.latest_t, t);
+    if (!s.plain_step(t, b.step[i], has_opt, b.opt_step[i])) {
+      s.clock(t);
+      if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
+        offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
+      s.latest_t = later(s.latest_t, t);
+    }
     gate_.advance_seen(r, t);
     if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
   }
@@ -222,29 +225,33 @@ class RunNotAlive final : public BlockDetector {
     if (gate_.poll()) commit(std::nan(""));
   }
 
-  // A run of one rank's heartbeats, beat by beat (t0, t0 + dt, ...: block.h).
-  void beats(const StepBlock& b, const StepBlock::Beats& run) {
+  // A run of one rank's heartbeats, beat by beat (t0, t0 + dt, ...: block.h). `known`: the rank is
+  // already known to the gate and the per-rank table (a block in lockstep that has its row).
+  void beats(const StepBlock& b, const StepBlock::Beats& run, bool known) {
     const int r = run.rank;
     if (r < 0) return;
     any_records_ = true;
     any_hb_ = true;
-    gate_.see(r);
-    RankClock& s = ranks_[r];
-    if (s.phase_t.empty()) s.phase_cap = RankClock::phase_history(world_);
+    if (!known) gate_.see(r);
+    RankClock& s = known ? ranks_.unchecked(r) : ranks_[r];
+    if (s.phase_t.empty()) {
+      s.phase_cap = RankClock::phase_history(world_);
+      s.phase_t.reserve(s.phase_cap), s.phase_id.reserve(s.phase_cap);
+    }
     const uint8_t phase = run.phase < kOtherPhase ? run.phase : intern(b.phase_name(run.phase));
     double t = run.t0;
     for (int k = 0; k < run.n; ++k, t += run.dt) {
       s.stopped = s.silence_offered = false;  // a stray heartbeat does not reopen an ended stream
       if (!finite(t)) {
-        if (gate_.poll()) commit(std::nan(""));
+        if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
         continue;
       }
       any_t_ = true;
       s.clock(t);
-      if (s.on_heartbeat(t, phase)) check_deadline(r, t, s, phase);
+      if (s.on_heartbeat(t, phase) && maybe_late(t, s)) check_deadline(r, t, s, phase);
       s.latest_t = later(s.latest_t, t);
-      gate_.advance(r, t);
-      if (gate_.poll()) commit(std::nan(""));
+      gate_.advance_seen(r, t);
+      if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
     }
   }
 
@@ -314,18 +321,23 @@ class RunNotAlive final : public BlockDetector {
     return id < kOtherPhase ? kPhaseNames[id] : other_phases_[static_cast<size_t>(id - kOtherPhase)];
   }
 
-  void check_deadline(int rank, double t, RankClock& s, uint8_t phase) {
-    if (s.stall_reported) return;
-    const double ref = s.reference();
+  // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier heartbeat
+  // cannot be late; the medians are computed only for heartbeats past it.
+  static bool maybe_late(double t, const RankClock& s) {
+    if (s.stall_reported) return false;
     const bool first = s.since_start == 0;  // no step yet since the (re)start
     const bool warm = s.step_iv.size() >= kMinIntervals && !first;
-    // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier
-    // heartbeat cannot be late; the medians are computed only for heartbeats past it.
     const double lower = first  ? kFirstStepAllowanceS
                          : warm ? std::max(kMinStallS, kSlackSteps * s.step_iv.min() +
                                                            (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat))
                                 : kFallbackBound;
-    if (!(t > ref + lower)) return;
+    return t > s.reference() + lower;
+  }
+  void check_deadline(int rank, double t, RankClock& s, uint8_t phase) {
+    if (!maybe_late(t, s)) return;
+    const double ref = s.reference();
+    const bool first = s.since_start == 0;
+    const bool warm = s.step_iv.size() >= kMinIntervals && !first;
     const double med = s.step_iv.median();
     // Before the median: the longest step this rank has shown, its first (from the start) included.
     double longest = finite(s.first_step_s) ? s.first_step_s : 0;

@@ -2,6 +2,7 @@
 // median, and the number formats used in evidence lines.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -17,16 +18,18 @@ namespace flatline::detail {
 inline bool finite(const std::optional<double>& v) { return v && std::isfinite(*v); }
 inline bool finite(double v) { return std::isfinite(v); }
 
-// Keeps the last `cap` samples in a circular buffer; median() of what it holds (NaN when empty);
-// min() is a cheap lower bound of the median for fast paths (recomputed only when the minimum leaves).
+// Keeps the last `cap` samples (at most kMaxCap) in a circular buffer; median() of what it holds (NaN
+// when empty); min() is a cheap lower bound of the median for fast paths (recomputed only when the
+// minimum leaves). Fixed storage, no allocation: a rank's ring is pushed once per record at fleet scale.
 class Ring {
  public:
-  explicit Ring(size_t cap) : cap_(cap) {}
+  static constexpr size_t kMaxCap = 64;
+  explicit Ring(size_t cap) : cap_(std::clamp<size_t>(cap, 1, kMaxCap)) {}
   void push(double v) {
     if (!std::isfinite(v)) return;
-    if (v_.size() < cap_) {
-      v_.push_back(v);
-      if (!min_dirty_ && (v_.size() == 1 || v < min_)) min_ = v;
+    if (n_ < cap_) {
+      v_[n_++] = v;
+      if (!min_dirty_ && (n_ == 1 || v < min_)) min_ = v;
       return;
     }
     const double out = v_[head_];
@@ -38,36 +41,34 @@ class Ring {
     if (v <= min_) min_ = v;
     else if (out == min_) min_dirty_ = true;
   }
-  size_t size() const { return v_.size(); }
+  size_t size() const { return n_; }
   void clear() {
-    v_.clear();
-    head_ = 0;
+    n_ = head_ = 0;
     min_dirty_ = false;
   }
   double min() const {
-    if (v_.empty()) return std::nan("");
+    if (n_ == 0) return std::nan("");
     if (min_dirty_) {
-      min_ = *std::min_element(v_.begin(), v_.end());
+      min_ = *std::min_element(v_.begin(), v_.begin() + static_cast<long>(n_));
       min_dirty_ = false;
     }
     return min_;
   }
-  double max() const { return v_.empty() ? std::nan("") : *std::max_element(v_.begin(), v_.end()); }
+  double max() const { return n_ == 0 ? std::nan("") : *std::max_element(v_.begin(), v_.begin() + static_cast<long>(n_)); }
   double median() const {
-    if (v_.empty()) return std::nan("");
-    scratch_.assign(v_.begin(), v_.end());
-    auto& s = scratch_;
-    auto mid = s.begin() + static_cast<long>(s.size() / 2);
-    std::nth_element(s.begin(), mid, s.end());
+    if (n_ == 0) return std::nan("");
+    std::array<double, kMaxCap> s{};
+    std::copy(v_.begin(), v_.begin() + static_cast<long>(n_), s.begin());
+    auto mid = s.begin() + static_cast<long>(n_ / 2);
+    std::nth_element(s.begin(), mid, s.begin() + static_cast<long>(n_));
     double m = *mid;
-    if (s.size() % 2 == 0) m = (m + *std::max_element(s.begin(), mid)) / 2;
+    if (n_ % 2 == 0) m = (m + *std::max_element(s.begin(), mid)) / 2;
     return m;
   }
 
  private:
-  size_t cap_, head_ = 0;
-  std::vector<double> v_;  // oldest at head_ once full
-  mutable std::vector<double> scratch_;
+  size_t cap_, n_ = 0, head_ = 0;
+  std::array<double, kMaxCap> v_{};  // the first n_ hold samples; the oldest at head_ once full
   mutable double min_ = 0;
   mutable bool min_dirty_ = false;
 };
