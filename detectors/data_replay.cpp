@@ -63,36 +63,40 @@ class DataReplay final : public BlockDetector {
   void observe_event(const Record& r) override {
     if (r.kind != RecordKind::event || r.name != "resume" || r.rank < 0) return;
     Rank& s = rank(r.rank);
-    if (s.first_seen) s.first_seen->forget_after(r.step);
-    if (s.origin) s.origin->forget_after(r.step);
-    if (s.epochs) s.epochs->forget_after(r.step);
+    s.first_seen.forget_after(r.step);
+    s.origin.forget_after(r.step);
+    s.epochs.forget_after(r.step);
     s.n_last = 0;
   }
 
-  // One pass over the block's step rows, in two sweeps: the tags of the rows' hashes first, each table's
-  // line asked of memory as it is computed (at fleet scale the tables miss the cache), then every row.
+  // One pass over the block's step rows; each row's hash mixed once for the three tables, and the line
+  // of the table it will look in asked of memory kAhead rows before (at fleet scale the tables miss the
+  // cache).
   void observe_block(const StepBlock& b) override {
     const size_t n = b.rows();
     if (n == 0) return;
     any_steps_ = true;
-    tags_.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const int r = b.rank[i];
-      if (r < 0 || !(b.flags[i] & StepBlock::kBatchHash)) continue;
-      tags_[i] = HashHistory::tag_of(b.batch_hash[i]);
-      if (static_cast<size_t>(r) < ranks_.size() && ranks_[static_cast<size_t>(r)].first_seen)
-        ranks_[static_cast<size_t>(r)].first_seen->prefetch(tags_[i]);
+    if (b.lockstep) {
+      if (ranks_.size() < n) ranks_.resize(n, Rank(per_rank_));
+      gate_.next_all(static_cast<int>(n));
     }
-    if (b.lockstep) gate_.next_all(static_cast<int>(n));
-    for (size_t i = 0; i < n; ++i) {
-      const int r = b.rank[i];
+    constexpr size_t kAhead = 8;  // a power of two
+    uint32_t tags[kAhead];
+    for (size_t i = 0; i < n + kAhead; ++i) {
+      if (i < n) {
+        tags[i % kAhead] = HashHistory::tag_of(b.batch_hash[i]);
+        if (b.lockstep) ranks_[i].first_seen.prefetch(tags[i % kAhead]);
+      }
+      if (i < kAhead) continue;
+      const size_t row = i - kAhead;
+      const int r = b.rank[row];
       if (r < 0) continue;
-      Rank& s = rank(r);
-      if (!s.first_seen) s.first_seen.emplace(per_rank_);
-      const double ord = b.lockstep ? gate_.position(r) : gate_.next(r);
-      const bool hashed = b.flags[i] & StepBlock::kBatchHash;
-      if (hashed) on_hash(b, i, r, ord, s);
-      if ((b.flags[i] & StepBlock::kSamplesSeen) && !hashed && !s.hashed) on_position(b, i, r, ord, s);
+      Rank& s = b.lockstep ? ranks_[static_cast<size_t>(r)] : rank(r);
+      const double ord = b.lockstep ? static_cast<double>(++s.ordinal) : gate_.next(r);
+      if (!b.lockstep) ++s.ordinal;
+      const uint64_t f = b.flags[row];
+      if (f & StepBlock::kBatchHash) on_hash(b, row, tags[row % kAhead], r, ord, s);
+      else if ((f & StepBlock::kSamplesSeen) && !s.hashed) on_position(b, row, r, ord, s);
     }
     gate_.poll();
   }
@@ -118,45 +122,44 @@ class DataReplay final : public BlockDetector {
     int64_t step, first_step;
   };
   struct Rank {
-    int64_t repeats = 0, distinct = 0;
+    explicit Rank(size_t per_rank = 1) : first_seen(per_rank), origin(kOriginAnchors), epochs(kEpochAnchors * kAnchoredEpochs) {}
+    int64_t ordinal = 0, repeats = 0, distinct = 0;
     std::optional<int64_t> position, position_step;  // the last samples_seen and its step
     bool hashed = false;                             // this rank logs batch hashes
-    std::optional<HashHistory> first_seen;  // hash -> step it was first seen at (the latest per_rank_)
-    std::optional<HashHistory> origin, epochs;  // the anchors (see Window)
+    HashHistory first_seen;                          // hash -> step it was first seen at (the latest per_rank_)
+    HashHistory origin, epochs;                      // the anchors (see Window)
     int64_t origin_n = 0, epoch_n = 0;
-    std::optional<int64_t> epoch;               // of the last new hashed record
+    bool has_epoch = false;                          // the `epoch` of the last new hashed record, if any
+    int64_t epoch = 0;
     // the last kWindow hashed records, a ring: the newest at last[(head + kWindow - 1) % kWindow]
     Seen last[kWindow];
     size_t n_last = 0, head = 0;
   };
 
   Rank& rank(int r) {
-    if (static_cast<size_t>(r) >= ranks_.size()) ranks_.resize(static_cast<size_t>(r) + 1);
+    if (static_cast<size_t>(r) >= ranks_.size()) ranks_.resize(static_cast<size_t>(r) + 1, Rank(per_rank_));
     return ranks_[static_cast<size_t>(r)];
   }
 
-  void on_hash(const StepBlock& b, size_t i, int r, double ord, Rank& s) {
+  // Row i of rank r, its hash's tag t (HashHistory::tag_of).
+  void on_hash(const StepBlock& b, size_t i, uint32_t t, int r, double ord, Rank& s) {
     hashed_ = true;
     s.hashed = true;
-    const uint32_t t = tags_[i];
     const int64_t step = b.step[i];
-    auto [seen_step, inserted] = s.first_seen->find_or_insert_tag(t, step);
+    auto [seen_step, inserted] = s.first_seen.find_or_insert_tag(t, step);
     if (inserted) {
       // New to the history: an anchor (a batch too old for the history) when it is one; else, at the
       // start of the run or of an epoch, it becomes one.
-      if (!s.origin) {
-        s.origin.emplace(kOriginAnchors);
-        s.epochs.emplace(kEpochAnchors * kAnchoredEpochs);
-      }
-      const std::optional<int64_t> epoch =
-          b.flags[i] & StepBlock::kEpoch ? std::optional<int64_t>(b.epoch[i]) : std::nullopt;
-      if (epoch != s.epoch) s.epoch_n = 0;
+      const bool has_epoch = b.flags[i] & StepBlock::kEpoch;
+      const int64_t epoch = b.epoch[i];
+      if (has_epoch != s.has_epoch || (has_epoch && epoch != s.epoch)) s.epoch_n = 0;
+      s.has_epoch = has_epoch;
       s.epoch = epoch;
       // (while the history has forgotten nothing, it holds every anchor: nothing to look up)
       std::optional<int64_t> old;
-      if (s.first_seen->evicted()) {
-        old = s.origin->find_tag(t, step);
-        if (!old) old = s.epochs->find_tag(t, step);
+      if (s.first_seen.evicted()) {
+        old = s.origin.find_tag(t, step);
+        if (!old) old = s.epochs.find_tag(t, step);
       }
       if (old && *old != step) {
         seen_step = *old;
@@ -164,11 +167,11 @@ class DataReplay final : public BlockDetector {
       } else if (!old) {
         if (s.origin_n < kOriginAnchors) {
           ++s.origin_n;
-          s.origin->find_or_insert_tag(t, step);
+          s.origin.find_or_insert_tag(t, step);
         }
-        if (epoch && s.epoch_n < kEpochAnchors) {
+        if (has_epoch && s.epoch_n < kEpochAnchors) {
           ++s.epoch_n;
-          s.epochs->find_or_insert_tag(t, step);
+          s.epochs.find_or_insert_tag(t, step);
         }
       }
     }
@@ -214,7 +217,6 @@ class DataReplay final : public BlockDetector {
   }
 
   std::vector<Rank> ranks_;
-  std::vector<uint32_t> tags_;  // scratch: the tags of a block's hashes
   RankGate gate_;
   size_t per_rank_;
   bool any_steps_ = false, hashed_ = false;

@@ -75,19 +75,30 @@ class HashHistory {
   // The step `h` was first seen at and false when it is known; else remembers (h, step) and returns
   // (step, true).
   std::pair<int64_t, bool> find_or_insert(uint64_t h, int64_t step) { return find_or_insert_tag(tag_of(h), step); }
-  std::pair<int64_t, bool> find_or_insert_tag(uint32_t t, int64_t step) {
-    if (buckets_.empty()) rebuild({}, start_buckets());
-    if (const std::size_t pos = lookup(t); pos != kNone)
-      return {first_step(buckets_[pos / kWays].step[pos % kWays], step), false};
-    const Entry e{t, static_cast<uint32_t>(step)};
+  __attribute__((always_inline)) std::pair<int64_t, bool> find_or_insert_tag(uint32_t t, int64_t step) {
+    if (buckets_.empty()) return insert_slow(t, step);
+    // The common case first: t's home bucket has no spill and a free slot, and the table needs no
+    // growth; the oldest entry (when full) is forgotten before t takes a slot.
+    const std::size_t b = home(t);
+    Bucket& B = buckets_[b];
+    if (const unsigned m = matches(B, t)) return {first_step(B.step[__builtin_ctz(m)], step), false};
+    if (spill_[b] != 0 || (count_ != cap_ && (count_ + 1) * 2 > buckets_.size() * kWays)) return insert_slow(t, step);
+    const uint32_t low = static_cast<uint32_t>(step);
     if (count_ == cap_) {  // forget the oldest
       evicted_ = true;
       erase(ring_[head_]);
-      ring_[head_] = place(e);
+      unsigned free = matches(B, 0);
+      if (!free) return insert_evicted(t, low, step);
+      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
+      B.tag[k] = t, B.step[k] = low;
+      ring_[head_] = static_cast<uint32_t>(b * kWays + k);
       head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
     } else {
-      if ((count_ + 1) * 2 > buckets_.size() * kWays) grow();
-      ring_.push_back(place(e));
+      const unsigned free = matches(B, 0);
+      if (!free) return insert_slow(t, step);
+      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
+      B.tag[k] = t, B.step[k] = low;
+      ring_.push_back(static_cast<uint32_t>(b * kWays + k));
     }
     ++count_;
     return {step, true};
@@ -113,6 +124,29 @@ class HashHistory {
     return step - static_cast<int32_t>(static_cast<uint32_t>(step) - low);
   }
   Entry entry(std::size_t pos) const { return {buckets_[pos / kWays].tag[pos % kWays], buckets_[pos / kWays].step[pos % kWays]}; }
+  // find_or_insert_tag() for t not in the table, in general (a chain of buckets, growth, the first).
+  __attribute__((noinline)) std::pair<int64_t, bool> insert_slow(uint32_t t, int64_t step) {
+    if (buckets_.empty()) rebuild({}, start_buckets());
+    if (const std::size_t pos = lookup(t); pos != kNone)
+      return {first_step(buckets_[pos / kWays].step[pos % kWays], step), false};
+    const Entry e{t, static_cast<uint32_t>(step)};
+    if (count_ == cap_) {  // forget the oldest
+      evicted_ = true;
+      erase(ring_[head_]);
+      return insert_evicted(t, e.step, step);
+    }
+    if ((count_ + 1) * 2 > buckets_.size() * kWays) grow();
+    ring_.push_back(static_cast<uint32_t>(place(e)));
+    ++count_;
+    return {step, true};
+  }
+  // The oldest is forgotten already: t takes a slot, the ring its place.
+  __attribute__((noinline)) std::pair<int64_t, bool> insert_evicted(uint32_t t, uint32_t low, int64_t step) {
+    ring_[head_] = static_cast<uint32_t>(place({t, low}));
+    head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
+    ++count_;
+    return {step, true};
+  }
   // Room for min(cap, kStartEntries) at the start: no growth at all at fleet scale (1024 entries a rank
   // at 1024 ranks), a small table where the cap is large (a few ranks) until the run needs more.
   std::size_t start_buckets() const {
