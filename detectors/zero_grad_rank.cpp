@@ -18,6 +18,8 @@
 //   (not applicable); inf/NaN norms of an fp16 overflow step (not judged).
 // World size: cfg.world_size when > 0; else max rank seen + 1, and a step is judged only once at
 //   least 2 ranks reported it (pass world_size when whole rank files may arrive one after another).
+#include <cstring>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -31,6 +33,50 @@ using namespace detail;
 constexpr double kZeroFrac = 1e-12;   // "zero" relative to the largest other rank
 constexpr int kZeroSteps = 2;         // consecutive judged steps
 constexpr size_t kMaxPending = 50000; // steps waiting for a missing rank, at most
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();  // a rank whose next step must be counted in full
+
+// Whether `step` extends every rank's open run with no earlier run to count (extends[r] = the run's last
+// step; kNever where occurrence() must count); then each rank's extends[r] becomes `step`. Branch-free
+// over 64-bit columns, so that it vectorises (out of line: once inlined, GCC 12 no longer vectorises it).
+__attribute__((noinline)) bool extend_all(size_t n, int64_t step, int64_t* __restrict extends) {
+  size_t off = 0;
+  for (size_t r = 0; r < n; ++r) off += !(step > extends[r]) | (extends[r] == kNever);
+  if (off) return false;
+  for (size_t r = 0; r < n; ++r) extends[r] = step;
+  return true;
+}
+
+// A step's local grad norms (NaN where not logged or not finite and >= 0); whether any was finite.
+__attribute__((noinline)) bool column_values(size_t n, const double* __restrict norms, double* __restrict values) {
+  size_t finite = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const double v = norms[r];
+    const int64_t ok = v - v == 0;
+    finite += static_cast<size_t>(ok);
+    values[r] = (ok & (v >= 0)) != 0 ? v : std::numeric_limits<double>::quiet_NaN();
+  }
+  return finite > 0;
+}
+
+// Whether any finite value is 0 or at most kZeroFrac x the largest (values: finite or NaN, >= 0); false
+// when none is finite.
+__attribute__((noinline)) bool near_zero(size_t n, const double* __restrict values) {
+  // the largest as an integer: the bits of doubles >= 0 order as they do (-0.0 as 0.0, NaN as -1)
+  int64_t top = -1;
+  for (size_t r = 0; r < n; ++r) {
+    int64_t bits;
+    std::memcpy(&bits, values + r, sizeof bits);
+    bits = values[r] == values[r] ? bits & std::numeric_limits<int64_t>::max() : -1;  // -0.0 as 0.0
+    top = bits > top ? bits : top;
+  }
+  if (top < 0) return false;  // none finite
+  double gmax;
+  std::memcpy(&gmax, &top, sizeof gmax);
+  size_t near = 0;
+  for (size_t r = 0; r < n; ++r) near += (values[r] == 0) | (values[r] <= kZeroFrac * gmax);
+  return near > 0;
+}
 
 class ZeroGradRank final : public BlockDetector {
  public:
@@ -54,8 +100,8 @@ class ZeroGradRank final : public BlockDetector {
     world_ = std::max(world_, cfg_world_ > 0 ? cfg_world_ : rank + 1);
     const double v = b.local_grad_norm[i], t = b.t[i];  // NaN when not logged
     if (std::isfinite(v)) local_seen_ = true;
-    if (static_cast<size_t>(rank) >= seen_.size()) seen_.resize(static_cast<size_t>(rank) + 1);
-    const int64_t occ = seen_[static_cast<size_t>(rank)].occurrence(step);
+    if (static_cast<size_t>(rank) >= seen_.size()) seen_.resize(static_cast<size_t>(rank) + 1), extends_.resize(seen_.size(), kNever);
+    const int64_t occ = count(static_cast<size_t>(rank), step);
     const std::pair<int64_t, int64_t> key{step, occ};
     // every rank's record of a step arrives in a row: one map lookup per step, not per record
     if (last_ == pending_.end() || last_->first != key) {
@@ -128,25 +174,23 @@ class ZeroGradRank final : public BlockDetector {
     const size_t n = b.rows();
     const int w = static_cast<int>(n);
     if (!pending_.empty() || n < 2 || (cfg_world_ > 0 ? cfg_world_ != w : world_ > w)) return false;
-    if (seen_.size() < n) seen_.resize(n);
+    if (seen_.size() < n) seen_.resize(n), extends_.resize(n, kNever);
     const int64_t step = b.step[0];
-    const int64_t occ = seen_[0].peek(step);
-    for (size_t r = 1; r < n; ++r)
-      if (seen_[r].peek(step) != occ) return false;
-    for (size_t r = 0; r < n; ++r) seen_[r].occurrence(step);
+    if (extend_all(n, step, extends_.data())) {
+      // every rank's open run goes on to `step`: its first occurrence everywhere (occurrence() does the
+      // same, one rank at a time)
+      for (size_t r = 0; r < n; ++r) seen_[r].hi = step;
+    } else {
+      const int64_t occ = seen_[0].peek(step);
+      for (size_t r = 1; r < n; ++r)
+        if (seen_[r].peek(step) != occ) return false;
+      for (size_t r = 0; r < n; ++r) count(r, step);
+    }
     any_steps_ = true;
     world_ = w;
     values_.resize(n);
-    double t = std::nan("");
-    size_t finite = 0;
-    for (size_t r = 0; r < n; ++r) {
-      const double v = b.local_grad_norm[r];
-      finite += std::isfinite(v);
-      values_[r] = std::isfinite(v) && v >= 0 ? v : std::nan("");
-      if (std::isfinite(b.t[r])) t = std::isfinite(t) ? std::max(t, b.t[r]) : b.t[r];
-    }
-    if (finite) local_seen_ = true;
-    judge(step, values_.data(), n, t);
+    if (column_values(n, b.local_grad_norm.data(), values_.data())) local_seen_ = true;
+    judge(step, values_.data(), n, b.t_max);
     return true;
   }
 
@@ -157,16 +201,7 @@ class ZeroGradRank final : public BlockDetector {
     runs_.resize(w);
     // Fast path (most steps at fleet scale): no rank is near zero and no zero run is open, so the
     // per-rank judgement below would change nothing (a non-zero rank only resets a run).
-    double gmax = -1;
-    size_t finite = 0;
-    for (size_t r = 0; r < nv; ++r) {
-      finite += std::isfinite(values[r]);
-      gmax = values[r] > gmax ? values[r] : gmax;  // NaN compares false
-    }
-    if (finite == 0) return;
-    size_t near_zero = 0;
-    for (size_t r = 0; r < nv; ++r) near_zero += (values[r] == 0) | (values[r] <= kZeroFrac * gmax);
-    if (open_runs_ == 0 && near_zero == 0) return;
+    if (!near_zero(nv, values) && open_runs_ == 0) return;
     // Each rank against the others: median and max of the others from one sorted copy (the same
     // values median(others) would sort), O(W log W) per step instead of O(W^2 log W).
     sorted_.clear();
@@ -253,6 +288,14 @@ class ZeroGradRank final : public BlockDetector {
     }
   };
   std::vector<Seen> seen_;                 // per rank
+  // per rank: the open run's last step when it has no closed run before it (so that the next step of a
+  // whole block can be checked for all ranks at once: extend_all), else kNever
+  std::vector<int64_t> extends_;
+  int64_t count(size_t r, int64_t step) {
+    const int64_t occ = seen_[r].occurrence(step);
+    extends_[r] = seen_[r].open && seen_[r].closed.empty() ? seen_[r].hi : kNever;
+    return occ;
+  }
   std::vector<double> sorted_, values_;    // scratch for judge(); a whole step's values
   int64_t open_runs_ = 0;                  // ranks with a zero run in progress
   PendingMap pending_;

@@ -31,6 +31,7 @@ void StepBlock::clear() {
   phase_names.clear();
   all_has = 0;
   lockstep = false;
+  t_max = kNaN;
 }
 
 void StepBlock::resize(size_t n) {
@@ -51,6 +52,9 @@ void StepBlock::seal() {  // reductions without early exits: loops that vectoris
   for (size_t i = 0; i < n; ++i) off += !(t[i] - t[i] == 0);  // NaN or inf
   all_has = n ? all : 0;
   lockstep = n > 0 && off == 0;
+  t_max = kNaN;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(t[i]) && !(t[i] <= t_max)) t_max = t[i];
 }
 
 uint8_t StepBlock::phase_id(std::string_view name) {

@@ -80,6 +80,7 @@ struct StepBlock {
   // ---- what every row shares, for passes that can then skip a test per row (set by seal())
   uint64_t all_has = 0;     // the fields every row carries
   bool lockstep = false;    // rows are ranks 0..rows()-1 in order, all at one step, each with a finite t
+  double t_max = kNaN;      // the latest t of a row (NaN: none has one)
 
   size_t rows() const { return rank.size(); }
   bool empty() const { return rank.empty() && beats.empty(); }
@@ -87,7 +88,7 @@ struct StepBlock {
   // n rows: the rows already there keep their values, new ones have every value absent (the simulator
   // fills the columns in place, then sets all_has and lockstep or calls seal()).
   void resize(size_t n);
-  // Sets all_has and lockstep from the rows.
+  // Sets all_has, lockstep and t_max from the rows.
   void seal();
 
   // Appends a step record (a new row) or a heartbeat (onto the last run when it continues it); false,

@@ -308,6 +308,8 @@ void Walk::step(int64_t s) {
     } else {
       c.all_has = StepBlock::kAllFields;
       c.lockstep = W > 0;
+      c.t_max = StepBlock::kNaN;
+      for (size_t r = 0; r < W; ++r) c.t_max = c.t[r] > c.t_max || r == 0 ? c.t[r] : c.t_max;
     }
     for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
       rec_ = Record{};
