@@ -31,6 +31,7 @@
 //   reshuffles, so its batches hash differently. (An unshuffled loader that starts a new epoch
 //   does repeat its data, and this detector says so.)
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
+#include <array>
 #include <vector>
 
 #include "detectors/hash_history.h"
@@ -51,6 +52,7 @@ constexpr int kRepeats = 2;     // repeats within the window that fire
 constexpr size_t kHashBudget = size_t{1} << 20, kMinPerRank = 1024;
 // Anchors per rank (see Window): 32 + 16 x 16 = 288 hashes, 4.6 KiB of slots; 75 MB at 16,384 ranks.
 constexpr int64_t kOriginAnchors = 32, kEpochAnchors = 16, kAnchoredEpochs = 16;
+constexpr uint32_t kBloomBits = 4096;  // a rank's filter over its anchors (512 bytes; 2 MB at 4096 ranks)
 
 class DataReplay final : public BlockDetector {
  public:
@@ -134,6 +136,30 @@ class DataReplay final : public BlockDetector {
     // the last kWindow hashed records, a ring: the newest at last[(head + kWindow - 1) % kWindow]
     Seen last[kWindow];
     size_t n_last = 0, head = 0;
+    // A Bloom filter over the anchors' tags (two bits of kBloomBits each): most new hashes are no anchor,
+    // and one test says so without looking in the two tables. It may hold anchors the tables forgot (a
+    // filter only ever needs to be a superset); it is rebuilt from the tables once kBloomBits / 16
+    // anchors were added since it was last.
+    std::array<uint64_t, kBloomBits / 64> bloom{};
+    int64_t bloom_adds = 0;
+    bool maybe_anchor(uint32_t t) const {
+      const uint32_t a = t % kBloomBits, c = (t >> 12) % kBloomBits;
+      return (bloom[a / 64] >> (a % 64) & 1) & (bloom[c / 64] >> (c % 64) & 1);
+    }
+    void set_bits(uint32_t t) {
+      const uint32_t a = t % kBloomBits, c = (t >> 12) % kBloomBits;
+      bloom[a / 64] |= uint64_t{1} << (a % 64);
+      bloom[c / 64] |= uint64_t{1} << (c % 64);
+    }
+    void add_anchor(uint32_t t) {
+      if (++bloom_adds > static_cast<int64_t>(kBloomBits / 16)) {  // the tables turned over: start afresh
+        bloom.fill(0);
+        bloom_adds = 0;
+        origin.for_each_tag([this](uint32_t x) { set_bits(x); });
+        epochs.for_each_tag([this](uint32_t x) { set_bits(x); });
+      }
+      set_bits(t);
+    }
   };
 
   Rank& rank(int r) {
@@ -157,7 +183,7 @@ class DataReplay final : public BlockDetector {
       s.epoch = epoch;
       // (while the history has forgotten nothing, it holds every anchor: nothing to look up)
       std::optional<int64_t> old;
-      if (s.first_seen.evicted()) {
+      if (s.first_seen.evicted() && s.maybe_anchor(t)) {
         old = s.origin.find_tag(t, step);
         if (!old) old = s.epochs.find_tag(t, step);
       }
@@ -168,10 +194,12 @@ class DataReplay final : public BlockDetector {
         if (s.origin_n < kOriginAnchors) {
           ++s.origin_n;
           s.origin.find_or_insert_tag(t, step);
+          s.add_anchor(t);
         }
         if (has_epoch && s.epoch_n < kEpochAnchors) {
           ++s.epoch_n;
           s.epochs.find_or_insert_tag(t, step);
+          s.add_anchor(t);
         }
       }
     }

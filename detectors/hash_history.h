@@ -69,6 +69,11 @@ class HashHistory {
     if (pos == kNone) return std::nullopt;
     return first_step(buckets_[pos / kWays].step[pos % kWays], step);
   }
+  // f(tag) for every tag it holds.
+  template <class F>
+  void for_each_tag(F f) const {
+    for (std::size_t k = 0; k < count_; ++k) f(entry(ring_[(head_ + k) % ring_.size()]).tag);
+  }
   // Whether it ever forgot its oldest to make room: from then on a hash it does not know may be old.
   bool evicted() const { return evicted_; }
 
