@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -188,9 +192,59 @@ std::string constant_prediction(const PlateauStatus& p) {
                      p.level);
 }
 
+// A thread that runs one job at a time for the Triage: the expensive detectors' pass over a block while
+// the calling thread runs the others' (Detector::expensive). Started at the first large block.
+class Helper {
+ public:
+  ~Helper() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void start(std::function<void()> job) {
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    {
+      std::lock_guard<std::mutex> l(m_);
+      job_ = std::move(job);
+      busy_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [this] { return !busy_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(m_);
+    for (;;) {
+      cv_.wait(l, [this] { return busy_ || stop_; });
+      if (stop_) return;
+      l.unlock();
+      job_();
+      l.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::thread thread_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool busy_ = false, stop_ = false;
+};
+
+constexpr size_t kHelperRows = 512;  // a block this large splits its detectors over two threads
+
 }  // namespace
 
 struct Triage::Impl {
+  Helper helper;
   std::vector<std::unique_ptr<Detector>> detectors;  // checklist order, then the extra ones
   std::vector<bool> reported;                        // on_finding already called
   Plateau plateau;
@@ -277,12 +331,23 @@ void Triage::observe(const Record& r) {
 }
 
 void Triage::observe_block(const StepBlock& b) {
+  static const bool parallel = std::thread::hardware_concurrency() > 1;
   auto& im = *impl_;
   im.count(b);
-  // One detector at a time over the whole block keeps its per-rank tables in cache.
-  for (auto& d : im.detectors) d->observe_block(b);
+  // One detector at a time over the whole block keeps its per-rank tables in cache. The detectors are
+  // independent (each sees the block whole and in order), so at fleet scale the expensive ones run on
+  // the helper thread meanwhile; findings are announced once both are done.
+  const bool split = parallel && b.rows() >= kHelperRows;
+  if (split)
+    im.helper.start([&im, &b] {
+      for (auto& d : im.detectors)
+        if (d->expensive()) d->observe_block(b);
+    });
+  for (auto& d : im.detectors)
+    if (!split || !d->expensive()) d->observe_block(b);
   im.plateau.observe_block(b);
   im.frozen.observe_block(b);
+  if (split) im.helper.wait();
   im.announce();
 }
 

@@ -49,9 +49,9 @@ void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out, int64
   }
 }
 
-Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
+Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* handoff)
     : sc_(s), sink_(sink), plan_(s), sampler_(s.world_size, s.batch_size * s.grad_accum, s.seed),
-      world_(s.world_size), seed_(s.seed), onsets_(plan_.truths()) {
+      world_(s.world_size), seed_(s.seed), handoff_(handoff), onsets_(plan_.truths()) {
   compute_ms_ = o.step_ms > 0 ? o.step_ms : kDefaultComputeMs;
   comm_ms_ = comm_ms(world_);
   hb_s_ = s.heartbeat_s > 0 ? s.heartbeat_s : 0.5;
@@ -82,10 +82,16 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
     const int r = t.rank >= 0 ? t.rank : 0;  // OnsetClock reads the target rank's records (rank 0: all)
     if (std::find(onset_ranks_.begin(), onset_ranks_.end(), r) == onset_ranks_.end()) onset_ranks_.push_back(r);
   }
-  // The columns every step record fills the same way, set once.
-  rows_.resize(static_cast<size_t>(world_));
-  for (int r = 0; r < world_; ++r) rows_.rank[r] = r;
-  std::fill(rows_.param_mismatches.begin(), rows_.param_mismatches.end(), 0);  // modelled ranks apply one update
+}
+
+// A block of world_ rows whose rank and param_mismatches columns are set (the same in every step; a
+// block handed off comes back with another's, which were set alike).
+void Walk::ready_rows() {
+  const size_t W = static_cast<size_t>(world_);
+  if (rows_.rows() == W) return;
+  rows_.resize(W);
+  for (size_t r = 0; r < W; ++r) rows_.rank[r] = static_cast<int32_t>(r);
+  for (size_t r = 0; r < W; ++r) rows_.param_mismatches[r] = 0;  // modelled ranks apply one update
 }
 
 // Every fault at every hook, once for the untargeted ranks (a fault acts alike on every rank it
@@ -255,7 +261,7 @@ void Walk::step(int64_t s) {
   const double t_end = t_ + step_ms / 1000;
   // ---- logging: each rank's heartbeats inside the step before its step record
   const bool logged = plan_.logs(s);
-  if (logged) flush_beats();  // what came before this step (a pause's heartbeats) goes first
+  if (logged) flush_beats(), ready_rows();  // what came before this step (a pause's heartbeats) goes first
   StepBlock& b = logged ? rows_ : beats_;
   for (size_t r = 0; r < W; ++r)
     if (next_hb_[r] < t_end) beats_until(b, logged ? static_cast<uint32_t>(r) : 0, static_cast<int>(r), t_end, s);
@@ -323,7 +329,8 @@ void Walk::step(int64_t s) {
     res_.step_records += static_cast<int64_t>(W);
     res_.records += static_cast<int64_t>(W) + beats;
     res_.heartbeats += beats;
-    sink_.write_block(c);
+    if (handoff_) handoff_->rows(c);
+    else sink_.write_block(c);
     c.beats.clear();
   } else {
     flush_beats();

@@ -14,9 +14,17 @@
 
 namespace flatline::simdetail {
 
+// Hands the simulator's output to a sink on another thread, in order (simulator.cpp): a logged step's
+// block by swapping it with a block the consumer has finished with (no copy), the rest as copies.
+class Handoff {
+ public:
+  virtual ~Handoff() = default;
+  virtual void rows(StepBlock& b) = 0;  // takes b's contents; leaves b with a spent block's
+};
+
 class Walk {
  public:
-  Walk(const Scenario& s, const SimOptions& o, RecordSink& sink);
+  Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* handoff = nullptr);
   SimResult run();
 
  private:
@@ -44,6 +52,7 @@ class Walk {
   uint8_t phase_at(int r, double t) const;  // the watchdog's phase of rank r at t
   void flush_beats();                       // the heartbeats alone (outside a logged step) to the sink
   void finish_run();                        // the last heartbeats, the sink's end and the onsets
+  void ready_rows();                        // rows_: world_ rows, the constant columns set
 
   const Scenario& sc_;
   RecordSink& sink_;
@@ -70,6 +79,7 @@ class Walk {
   // the step being emitted (for the heartbeat phase)
   double step_t0_ = 0, cmax_ = 0;
   StepBlock rows_, beats_;               // a logged step; heartbeats alone
+  Handoff* handoff_;                     // where a logged step's block goes when not to sink_
   Record rec_;                           // an event or eval record being written
   SimResult res_;
   OnsetClock onsets_;
