@@ -223,7 +223,7 @@ class DataReplay final : public BlockDetector {
         first_i = j;
       }
     }
-    if (n < kRepeats) return;
+    if (n < kRepeats || !gate_.would_take(r, ord)) return;  // (the evidence is formatted only for a candidate)
     gate_.offer(r, ord,
                 Finding{cause(), -1, first->step, step, b.t[i], 0.9,
                         {fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",

@@ -80,6 +80,10 @@ class RankGate {
     }
   }
   bool has_candidate() const { return cand_.has_value() && !committed_; }
+  // Whether offer(rank, pos, ...) would take a candidate (pos finite): a caller can skip building one.
+  bool would_take(int rank, double pos) const {
+    return !committed_ && (!cand_ || pos < cand_pos_ || (pos == cand_pos_ && rank < cand_rank_));
+  }
   const std::optional<Finding>& candidate() const { return cand_; }
   int candidate_rank() const { return cand_rank_; }
   double candidate_position() const { return cand_pos_; }

@@ -63,6 +63,7 @@ class Pipeline : public RecordSink, public simdetail::Handoff {
     push(std::move(it));
   }
   void end(double t_end) override { push(Item{Item::kEnd, {}, {}, t_end}); }
+  const std::vector<int>* batch_hash_ranks() const override { return sink_.batch_hash_ranks(); }
   void rows(StepBlock& b) override {
     Item it{Item::kRows, {}, {}, 0};
     {

@@ -48,6 +48,10 @@ class RecordSink {
     b.for_each_record([this](const Record& r) { write(r); });
   }
   virtual void end(double /*t_end*/) {}  // the run ended at simulated time t_end
+  // The ranks whose batch_hash the sink reads; nullptr (the default): every rank's. The simulator hashes
+  // only their batches: the other ranks' step records do not carry a batch_hash then (the drill's summary
+  // fingerprints 16 ranks, and hashing every batch of 1024 was a third of its simulation).
+  virtual const std::vector<int>* batch_hash_ranks() const { return nullptr; }
 };
 
 struct SimOptions {
@@ -56,6 +60,9 @@ struct SimOptions {
   bool override_seed = false;
   uint64_t seed = 0;
   double step_ms = 0;      // median compute ms per step, at most kMaxSimStepMs; 0: the default (model.h)
+  // The ranks whose records are written (empty: every rank). The others are simulated all the same (their
+  // compute times and losses shape the run) but write nothing: the drill's first view needs one rank's.
+  std::vector<int> output_ranks;
 };
 // One hour a step: beyond it the heartbeats of one step alone outnumber a run's records.
 constexpr double kMaxSimStepMs = 3600.0 * 1000;
@@ -63,6 +70,7 @@ constexpr double kMaxSimStepMs = 3600.0 * 1000;
 struct SimResult {
   int64_t records = 0, step_records = 0, heartbeats = 0;
   int64_t last_step = 0;
+  int64_t max_logged_step = -1;     // the largest step any rank's step record logged (written or not)
   double t_end = 0;                 // simulated seconds
   bool failed = false;              // ended by an error (a hang's collective timeout)
   std::string error;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/protocol.h"
@@ -51,7 +52,8 @@ void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out, int64
 
 Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* handoff)
     : sc_(s), sink_(sink), plan_(s), sampler_(s.world_size, s.batch_size * s.grad_accum, s.seed),
-      world_(s.world_size), seed_(s.seed), handoff_(handoff), onsets_(plan_.truths()) {
+      world_(s.world_size), seed_(s.seed), handoff_(handoff), hash_ranks_(sink.batch_hash_ranks()),
+      onsets_(plan_.truths()) {
   compute_ms_ = o.step_ms > 0 ? o.step_ms : kDefaultComputeMs;
   comm_ms_ = comm_ms(world_);
   hb_s_ = s.heartbeat_s > 0 ? s.heartbeat_s : 0.5;
@@ -78,6 +80,14 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* ha
   ids_.resize(static_cast<size_t>(sampler_.per_rank));
   slot_ids_.resize(static_cast<size_t>(sampler_.global));
   res_.truths = plan_.truths();
+  if (!o.output_ranks.empty()) {
+    all_out_ = false;
+    out_.assign(world_, 0);
+    for (const int r : o.output_ranks)
+      if (r >= 0 && r < world_) out_[r] = 1;
+    for (int r = 0; r < world_; ++r)
+      if (out_[r]) out_list_.push_back(r);
+  }
   for (const auto& t : res_.truths) {
     const int r = t.rank >= 0 ? t.rank : 0;  // OnsetClock reads the target rank's records (rank 0: all)
     if (std::find(onset_ranks_.begin(), onset_ranks_.end(), r) == onset_ranks_.end()) onset_ranks_.push_back(r);
@@ -102,7 +112,8 @@ void Walk::actions(int64_t s) {
 }
 
 SimResult Walk::run() {
-  for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name));
+  const std::string started = fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name);
+  for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, started);
   for (int64_t s = 1; s <= sc_.steps; ++s) {
     actions(s);
     // Every rank blocked fetching its batch past the launcher's progress watchdog: stopped by it. (Each
@@ -136,6 +147,7 @@ SimResult Walk::run() {
       for (int r = 0; r < world_; ++r) event(r, "eval_start", s, t_);
       pause("eval", kEvalS, s);
       for (int r = 0; r < world_; ++r) {
+        if (!writes(r)) continue;
         rec_ = Record{};
         rec_.kind = RecordKind::eval;
         rec_.rank = r;
@@ -150,7 +162,8 @@ SimResult Walk::run() {
       pause("checkpoint", kCheckpointS, s);
       saved_ = tr_;
       saved_step_ = s;
-      for (int r = 0; r < world_; ++r) event(r, "checkpoint_save", s, t_, fmt::format("checkpoints/step-{:08d}", s));
+      const std::string path = fmt::format("checkpoints/step-{:08d}", s);
+      for (int r = 0; r < world_; ++r) event(r, "checkpoint_save", s, t_, path);
     }
     if (plan_.stops_for_restart(s, resumed_)) {  // every rank stops; new processes resume from the checkpoint
       for (int r = 0; r < world_; ++r) event(r, "stop_for_restart", s, t_);
@@ -165,9 +178,11 @@ SimResult Walk::run() {
       }
       tr_ = saved_;
       if (!plan_.resume(tr_.c).restore_sampler) tr_.sampler_index = 0;  // SamplerState{}: epoch 0, position 0
+      const std::string from = fmt::format("from checkpoint step {}", saved_step_),
+                        path = fmt::format("checkpoints/step-{:08d}", saved_step_);
       for (int r = 0; r < world_; ++r) {
-        event(r, "resume", saved_step_, t_, fmt::format("from checkpoint step {}", saved_step_));
-        event(r, "checkpoint_load", saved_step_, t_, fmt::format("checkpoints/step-{:08d}", saved_step_));
+        event(r, "resume", saved_step_, t_, from);
+        event(r, "checkpoint_load", saved_step_, t_, path);
       }
       s = saved_step_;
     }
@@ -263,8 +278,13 @@ void Walk::step(int64_t s) {
   const bool logged = plan_.logs(s);
   if (logged) flush_beats(), ready_rows();  // what came before this step (a pause's heartbeats) goes first
   StepBlock& b = logged ? rows_ : beats_;
-  for (size_t r = 0; r < W; ++r)
-    if (next_hb_[r] < t_end) beats_until(b, logged ? static_cast<uint32_t>(r) : 0, static_cast<int>(r), t_end, s);
+  if (all_out_) {
+    for (size_t r = 0; r < W; ++r)
+      if (next_hb_[r] < t_end) beats_until(b, logged ? static_cast<uint32_t>(r) : 0, static_cast<int>(r), t_end, s);
+  } else {
+    for (size_t k = 0; k < out_list_.size(); ++k)
+      if (next_hb_[out_list_[k]] < t_end) beats_until(b, logged ? static_cast<uint32_t>(k) : 0, out_list_[k], t_end, s);
+  }
   // RunPlan::log: the untargeted ranks all at once, then the targeted ones from what they showed before
   logged_before_.clear();
   for (const int r : targeted_ranks_) logged_before_.push_back({tr_.logged_step[r], tr_.logged_loss[r]});
@@ -280,7 +300,30 @@ void Walk::step(int64_t s) {
     tr_.logged_step[r] = l.step;
     tr_.logged_loss[r] = l.loss;
   }
-  if (logged) {
+  int64_t top = res_.max_logged_step;
+  for (size_t r = 0; r < W; ++r) top = tr_.logged_step[r] > top ? tr_.logged_step[r] : top;
+  if (logged) res_.max_logged_step = top;
+  if (logged && !all_out_) {
+    const uint64_t flags = StepBlock::kAllFields | (overflow ? StepBlock::kOverflowValue : 0) |
+                           (skipped ? StepBlock::kSkippedValue : 0);
+    fill_some(s, index, loss_avg, t_end, flags, gn, zero_frac);
+    StepBlock& c = rows_;
+    const size_t K = c.rows();
+    for (size_t k = 0; k < K; ++k) {
+      c.opt_step[k] = tr_.c.opt_step, c.epoch[k] = sampler_.epoch(index), c.samples_seen[k] = tr_.c.samples_seen;
+      c.lr[k] = lr, c.grad_norm[k] = grad_norm, c.grad_zero_frac[k] = zero_frac, c.param_norm[k] = param_norm;
+      c.update_norm[k] = update_norm, c.loss_scale[k] = scale_used, c.step_ms[k] = step_ms;
+    }
+    c.seal();
+    int64_t beats = 0;
+    for (const auto& run : c.beats) beats += run.n;
+    res_.step_records += static_cast<int64_t>(K);
+    res_.records += static_cast<int64_t>(K) + beats;
+    res_.heartbeats += beats;
+    if (handoff_) handoff_->rows(c);
+    else sink_.write_block(c);
+    c.beats.clear();
+  } else if (logged) {
     StepBlock& c = rows_;
     // what every rank logs alike (one loop per column: plain stores the compiler vectorises)
     const int64_t opt = tr_.c.opt_step, epoch = sampler_.epoch(index), seen = tr_.c.samples_seen;
@@ -290,7 +333,12 @@ void Walk::step(int64_t s) {
     for (size_t r = 0; r < W; ++r) c.loss_scale[r] = scale_used, c.step_ms[r] = step_ms;
     const uint64_t flags = StepBlock::kAllFields | (overflow ? StepBlock::kOverflowValue : 0) |
                            (skipped ? StepBlock::kSkippedValue : 0);  // every field, overflow and skipped as logged
-    for (size_t r = 0; r < W; ++r) c.flags[r] = flags;
+    // every rank's batch hash, or only those of the ranks the sink reads (RecordSink::batch_hash_ranks)
+    const uint64_t rank_flags = hash_ranks_ ? flags & ~StepBlock::kBatchHash : flags;
+    for (size_t r = 0; r < W; ++r) c.flags[r] = rank_flags;
+    if (hash_ranks_)
+      for (const int r : *hash_ranks_)
+        if (r >= 0 && r < world_) c.flags[r] = flags;
     fill_rows(s, index, loss_avg, t_end);
     // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
     gauss_draws(step_key(seed_, 6, s), 0, W, draws_.data());
@@ -356,13 +404,58 @@ void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
   }
   for (const int r : targeted_ranks_)
     c.loss_avg[r] = RunPlan::logged_loss_avg({tr_.logged_step[r], tr_.logged_loss[r]}, act(r), loss_avg);
-  sampler_.slot_ids(index, slot_ids_.data());  // every rank's batch, by position
-  batch_hashes(slot_ids_.data(), static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
+  if (hash_ranks_) {
+    for (const int r : *hash_ranks_)
+      if (r >= 0 && r < world_) {
+        sampler_.ids(index, r, ids_.data());
+        c.batch_hash[r] = batch_hash(ids_.data(), ids_.size());
+      }
+  } else {
+    sampler_.slot_ids(index, slot_ids_.data());  // every rank's batch, by position
+    batch_hashes(slot_ids_.data(), static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
+  }
   for (const int r : targeted_ranks_)
     if (const auto own = RunPlan::replaced_batch(act(r)); own && *own != index) {
       sampler_.ids(*own, r, ids_.data());
       c.batch_hash[r] = batch_hash(ids_.data(), ids_.size());
     }
+}
+
+void Walk::fill_some(int64_t s, int64_t index, double loss_avg, double t_end, const uint64_t flags, double gn,
+                     double zero_frac) {
+  StepBlock& c = rows_;
+  const size_t K = out_list_.size();
+  c.resize(K);
+  const uint64_t k_t = step_key(seed_, 5, s), k_local = step_key(seed_, 6, s);
+  const double gnk = gn * kLocalOverGlobal, kept = 1 - zero_frac;
+  for (size_t k = 0; k < K; ++k) {
+    const int r = out_list_[k];
+    const StepActions& a = act(r);
+    c.rank[k] = r;
+    c.param_mismatches[k] = 0;
+    c.step[k] = tr_.logged_step[r];
+    c.loss[k] = tr_.logged_loss[r];
+    c.loss_avg[k] = RunPlan::logged_loss_avg({tr_.logged_step[r], tr_.logged_loss[r]}, a, loss_avg);
+    c.t[k] = t_end + 1e-4 * unif(draw(k_t, r));
+    c.comm_ms[k] = cmax_ - compute_[r] + comm_ms_;
+    c.local_grad_norm[k] = RunPlan::contributes_zeros(a) ? 0.0
+                           : a.inject_inf ? std::numeric_limits<double>::infinity()
+                                          : gnk * (1 + 0.05 * gauss(draw(k_local, r))) * kept;
+    const bool hashed = !hash_ranks_ || std::find(hash_ranks_->begin(), hash_ranks_->end(), r) != hash_ranks_->end();
+    c.flags[k] = hashed ? flags : flags & ~StepBlock::kBatchHash;
+    if (hashed) {
+      const auto own = RunPlan::replaced_batch(a);
+      sampler_.ids(own ? *own : index, r, ids_.data());
+      c.batch_hash[k] = batch_hash(ids_.data(), ids_.size());
+    }
+  }
+  for (const int r : onset_ranks_) {  // the fault's onset in run time, whether its rank writes or not
+    rec_ = Record{};
+    rec_.rank = r;
+    rec_.step = tr_.logged_step[r];
+    rec_.t = t_end + 1e-4 * unif(draw(k_t, r));
+    onsets_.observe(rec_);
+  }
 }
 
 // A rank blocks past the collective timeout: the others wait in the all-reduce with heartbeats going
@@ -388,7 +481,7 @@ void Walk::hang(int64_t s, int hung) {
     for (int r = 0; r < world_; ++r) {
       if (failed[r]) continue;
       const double t_err = r == hung ? t_kill : t_ + (kDataMs + compute_[r]) / 1000 + sc_.collective_timeout_s;
-      beats_until(beats_, 0, r, std::min(tau, t_err), s);
+      if (writes(r)) beats_until(beats_, 0, r, std::min(tau, t_err), s);
       if (t_err <= tau) {
         failed[r] = 1;
         if (r != hung)
@@ -410,7 +503,7 @@ void Walk::hang(int64_t s, int hung) {
 void Walk::stall(int64_t s, double bound) {
   const double t_kill = t_ + bound;
   for (int r = 0; r < world_; ++r)
-    if (next_hb_[r] < t_kill) {
+    if (writes(r) && next_hb_[r] < t_kill) {
       int n = 0;
       const double t0 = next_hb_[r];
       while (next_hb_[r] < t_kill) next_hb_[r] += hb_s_, ++n;
@@ -429,7 +522,7 @@ void Walk::pause(const char* phase, double seconds, int64_t s) {
   const double until = t_ + seconds;
   const uint8_t id = known_phase(phase);
   for (int r = 0; r < world_; ++r)
-    if (next_hb_[r] < until) {
+    if (writes(r) && next_hb_[r] < until) {
       int n = 0;
       const double t0 = next_hb_[r];
       while (next_hb_[r] < until) next_hb_[r] += hb_s_, ++n;
@@ -466,6 +559,15 @@ void Walk::flush_beats() {
 }
 
 void Walk::event(int r, const char* name, int64_t s, double t, const std::string& detail) {
+  if (!writes(r)) {  // a silent rank: only its resume counts, for the onset clock
+    if (std::find(onset_ranks_.begin(), onset_ranks_.end(), r) == onset_ranks_.end() || std::strcmp(name, "resume"))
+      return;
+    rec_ = Record{};
+    rec_.kind = RecordKind::event;
+    rec_.rank = r, rec_.t = t, rec_.step = s, rec_.name = name;
+    onsets_.observe(rec_);
+    return;
+  }
   rec_ = Record{};
   rec_.kind = RecordKind::event;
   rec_.rank = r;

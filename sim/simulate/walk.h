@@ -42,6 +42,10 @@ class Walk {
   double compute_of(const StepActions& a, double g) const;  // a rank's forward + backward ms
   void step(int64_t s);                  // one optimizer step on every rank
   void fill_rows(int64_t s, int64_t index, double loss_avg, double t_end);  // the step's records
+  // The same for the output ranks alone (SimOptions::output_ranks), one at a time.
+  void fill_some(int64_t s, int64_t index, double loss_avg, double t_end, const uint64_t flags, double gn,
+                 double zero_frac);
+  bool writes(int r) const { return all_out_ || out_[static_cast<size_t>(r)]; }
   void hang(int64_t s, int hung_rank);   // a block past the collective timeout: the run ends
   void stall(int64_t s, double bound);
   void pause(const char* phase, double seconds, int64_t s);  // eval / checkpoint: heartbeats only
@@ -80,6 +84,11 @@ class Walk {
   double step_t0_ = 0, cmax_ = 0;
   StepBlock rows_, beats_;               // a logged step; heartbeats alone
   Handoff* handoff_;                     // where a logged step's block goes when not to sink_
+  const std::vector<int>* hash_ranks_;   // the ranks whose batches are hashed (nullptr: all)
+  // the ranks that write records (SimOptions::output_ranks): all, or out_list_ (ascending), out_[r] set
+  bool all_out_ = true;
+  std::vector<int> out_list_;
+  std::vector<char> out_;
   Record rec_;                           // an event or eval record being written
   SimResult res_;
   OnsetClock onsets_;
