@@ -19,10 +19,11 @@
 #include <thread>
 
 #include "cli/command.h"
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 #include "core/check.h"
 #include "core/interrupt.h"
 #include "core/protocol.h"
+#include "faults/scenario_file.h"
 #include "sim/trainer.h"
 #include "telemetry/writers/writer.h"
 
@@ -176,7 +177,7 @@ FLATLINE_COMMAND("worker", "one rank; reads RANK, WORLD_SIZE, MASTER_ADDR, MASTE
   sub.add_flag("--checkpoint-at-stop", a->checkpoint_at_stop, "a replay: write a checkpoint after the last step trained");
   sub.add_option("--eval-from", a->eval_from, "a replay: also evaluate the held-out loss after every step from this one")
       ->check(CLI::PositiveNumber);
-  sub.add_option("--repair", a->repair, "a replay: the repair to make (a JSON RepairSpec, confirm/intervention.h)");
+  sub.add_option("--repair", a->repair, "a replay: the repair to make (a JSON RepairSpec, faults/intervention.h)");
   a->placement.add(sub);
   sub.add_option("--formats", a->formats, "also write these foreign-format logs on rank 0 (comma-separated: " +
                                               format_names() + ")");

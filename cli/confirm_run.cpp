@@ -13,8 +13,9 @@
 #include "cli/run_dir.h"
 #include "core/atomic_file.h"
 #include "core/protocol.h"
+#include "faults/scenario_file.h"
 #include "readers/reader.h"
-#include "readers/replay.h"
+#include "cli/replay.h"
 #include "telemetry/jsonl.h"
 
 namespace flatline::cli {

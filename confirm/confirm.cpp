@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 
 namespace flatline {
 namespace {
@@ -60,12 +60,16 @@ Series last_n(const Series& s, int n) {
   return out;
 }
 
-// The run resumed from checkpoint `step` (its `resume` event; a replay's carrying on is not a resume).
+// The run resumed from checkpoint `step`: a `resume` event at that step by a new process after an earlier
+// one's stream had ended (stream_ended_after, telemetry/record.h: a restart's stop_for_restart, a crash's
+// error or stopped). A replay's own start (docs/DESIGN.md §14) carries on from its checkpoint as the first
+// process of its stream, so its `resume` opens no ended stream: it is no resume of the run.
 bool resumed_at(const std::vector<Record>& rank0, int64_t step) {
-  for (const auto& r : rank0)
-    if (r.kind == RecordKind::event && r.name == "resume" && r.step == step &&
-        r.detail.find("carrying on") == std::string::npos)
-      return true;
+  bool ended = false;
+  for (const auto& r : rank0) {
+    if (r.kind == RecordKind::event && r.name == event::resume && r.step == step && ended) return true;
+    ended = stream_ended_after(ended, r);
+  }
   return false;
 }
 

@@ -6,7 +6,7 @@
 // re-trains the run as it was up to the step before the onset and checkpoints it there (the branch
 // point; no prefix when a checkpoint is there already); from the branch point two branches train as
 // many steps as the plateau lasted (to the scenario's last step, or --steps): the control, as the run
-// was, and the repaired, with the intervention for the diagnosed cause (confirm/intervention.h). The
+// was, and the repaired, with the intervention for the diagnosed cause (faults/intervention.h). The
 // training of the confirmation is the prefix (what a checkpoint closer to the onset saves) plus twice
 // the plateau's steps.
 //
@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "run/scenario.h"
 #include "telemetry/record.h"
 
 namespace flatline {

@@ -87,6 +87,15 @@ constexpr double kHangPastTimeoutS = 10;
 // this long after that (start-up and checkpoint slack). So a run with a dead or hung rank ends within
 // collective_timeout_s + kKillGraceS of the first failure.
 constexpr double kKillGraceS = 20;
+// A rank that has written its end (run_end) has done its work; what is left is its
+// teardown: a process group's (bounded by the collective timeout), the interpreter's for an external
+// trainer (seconds, on a loaded machine). The launcher's watchdogs do not judge it by its silence: it
+// waits max(kTeardownMinS, the collective timeout) for every such rank to exit, then kills the rest with
+// a warning; their telemetry is complete, so the run is not failed for it.
+constexpr double kTeardownMinS = 10;
+inline double teardown_grace_s(double collective_timeout_s) {
+  return collective_timeout_s > kTeardownMinS ? collective_timeout_s : kTeardownMinS;
+}
 
 // ---- signals and the launcher's death ---------------------------------------------------------------
 // SIGTERM, SIGINT and SIGHUP to the launcher are forwarded to every rank (as torchrun forwards them to

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 #include "telemetry/block.h"
 #include "telemetry/record.h"
 

@@ -20,6 +20,8 @@
 //   together (a checkpoint step: the median moves with them); a rank with a short step because it
 //   skipped its backward (faster, not slower); missing comm_ms (cannot tell waiting from working:
 //   cannot run).
+#include "detectors/straggler.h"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -33,9 +35,7 @@ namespace flatline {
 namespace {
 using namespace detail;
 
-constexpr double kSlowFrac = 0.15;   // compute above (1 + k) x the others' median
-constexpr double kAbsorbed = 0.5;    // the others' extra comm covers this fraction of the gap
-constexpr int kSlowSteps = 10;       // consecutive judged steps (3 fired on scheduler jitter: 3 ranks on 2 cores)
+using namespace straggler;  // its thresholds (detectors/straggler.h)
 constexpr size_t kMaxPending = 4096; // steps waiting for a missing rank, at most
 
 // The k-th smallest (0-based) of the finite values among v[0..n) and, when `below`, the (k-1)-th too:
@@ -276,11 +276,7 @@ class Straggler final : public BlockDetector {
     scratch_.clear();
     for (size_t r = 0; r < w; ++r)
       if (r != slow && std::isfinite(compute[r])) scratch_.push_back(comm[r]);
-    auto mid = scratch_.begin() + static_cast<long>(scratch_.size() / 2);
-    std::nth_element(scratch_.begin(), mid, scratch_.end());
-    double m = *mid;
-    if (scratch_.size() % 2 == 0) m = (m + *std::max_element(scratch_.begin(), mid)) / 2;
-    return m;
+    return median_in_place(scratch_);
   }
 
   int cfg_world_, world_ = 0;

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "core/stats.h"
+
 namespace flatline::detail {
 
 inline bool finite(const std::optional<double>& v) { return v && std::isfinite(*v); }
@@ -55,15 +57,10 @@ class Ring {
     return min_;
   }
   double max() const { return n_ == 0 ? std::nan("") : *std::max_element(v_.begin(), v_.begin() + static_cast<long>(n_)); }
-  double median() const {
-    if (n_ == 0) return std::nan("");
+  double median() const {  // core/stats.h, on a copy
     std::array<double, kMaxCap> s{};
     std::copy(v_.begin(), v_.begin() + static_cast<long>(n_), s.begin());
-    auto mid = s.begin() + static_cast<long>(n_ / 2);
-    std::nth_element(s.begin(), mid, s.begin() + static_cast<long>(n_));
-    double m = *mid;
-    if (n_ % 2 == 0) m = (m + *std::max_element(s.begin(), mid)) / 2;
-    return m;
+    return median_in_place(s.data(), s.data() + n_);
   }
 
  private:
@@ -131,13 +128,6 @@ class PerRank {
   size_t n_ = 0;
   int upto_ = 0;  // ranks below it are all present
 };
-
-inline double median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 inline std::string sci(double v) { return v == 0 ? std::string("0") : fmt::format("{:.1e}", v); }
 inline std::string num(double v) { return fmt::format("{:.3g}", v); }

@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "core/protocol.h"
-#include "faults/scenario.h"
+#include "run/scenario.h"
 
 namespace flatline {
 
-class Intervention;  // confirm/intervention.h
+class Intervention;  // faults/intervention.h
 
 class RankError : public std::runtime_error {
  public:

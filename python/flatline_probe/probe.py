@@ -31,100 +31,38 @@ the probe carries it out where the job's own objects are:
   scheduler_frozen            param groups' lr held at what it was when the freeze began
   freeze_logging              the record repeats the step and loss it showed last
   lr_factor                   the job's lr times the planned schedule's over the healthy one's
+
+A restart (the plan's checkpoint_every, restart_at and resume): the probe asks the job for a checkpoint
+after every checkpoint_every steps (`checkpoint_due()`; the transformers and Lightning callbacks save
+one themselves), and before step restart_at + 1 writes stop_for_restart and ends the process with exit
+status 3 (EXIT_RESTART) once every rank is there; flatline starts the job again with FLATLINE_RESUME=1,
+the job resumes from its last checkpoint and tells the probe (`checkpoint_loaded`), which then carries
+out what the faults change about that resume:
+  restore_sampler false       the loader starts its epoch over: the sampler wrapper does not skip the
+                              batches of the epoch already trained (it does on a healthy resume);
+                              transformers' Trainer gets ignore_data_skip; Lightning's callback drops
+                              the loader's state from the checkpoint it restores
+  finish_scheduler            the scheduler of a finished schedule: the lr is 0 from then on
 """
 import atexit
 import hashlib
-import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 import torch
 
+from .batches import ReplaySampler, bytes_of, tensors_of
+from .norms import FlatCopy, device_hash_words, hash_of_words, nonzeros_, sq_norm
+from .plan import EXIT_RESTART, PlanError, load_plan, resuming
 from .telemetry import Heartbeat, Writer, finite
 
-PLAN_FORMAT = "flatline-plan/1"
 SNAPSHOT_KEEP_BYTES = 256 << 20  # parameters up to this size keep their copy from one update to the next
-
-
-def _flat(tensors, copy=False):
-    """The tensors as one flat tensor per device (torch.cat copies; a single tensor is viewed, or cloned)."""
-    by_dev = {}
-    for t in tensors:
-        by_dev.setdefault(t.device, []).append(t.detach().reshape(-1))
-    out = []
-    for ts in by_dev.values():
-        if len(ts) == 1:
-            out.append(ts[0].clone() if copy else ts[0])
-        else:
-            out.append(torch.cat(ts))
-    return out
-
-
-def _sum_of(xs):
-    """The sum of 0-d tensors (on the first one's device)."""
-    dev = xs[0].device
-    return torch.stack([x if x.device == dev else x.to(dev) for x in xs]).sum()
-
-
-def _cuda_device_of(tensors):
-    """The CUDA device of a step's scalars (the first on one)."""
-    return next(t.device for t in tensors.values() if t.is_cuda)
-
-
-def _norm_of(norms):
-    """The L2 norm of tensors from their L2 norms, as one float32 0-d tensor."""
-    if not norms:
-        return torch.zeros(())
-    dev = norms[0].device
-    return torch.linalg.vector_norm(torch.stack([n if n.device == dev else n.to(dev) for n in norms]).float())
-
-
-class PlanError(RuntimeError):
-    """The plan cannot be read, or asks for what this job cannot do (named, with why)."""
-
-
-def load_plan():
-    """The plan from FLATLINE_PLAN (JSON), or FLATLINE_SCENARIO planned by `flatline plan`; None without either."""
-    path = os.environ.get("FLATLINE_PLAN")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                plan = json.load(f)
-        except (OSError, ValueError) as e:
-            raise PlanError(f"FLATLINE_PLAN={path}: cannot read the plan: {e}") from e
-    elif os.environ.get("FLATLINE_SCENARIO"):
-        scen = os.environ["FLATLINE_SCENARIO"]
-        exe = os.environ.get("FLATLINE_BIN", "flatline")
-        try:
-            out = subprocess.run([exe, "plan", scen], check=True, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError) as e:
-            detail = getattr(e, "stderr", "") or e
-            raise PlanError(f"FLATLINE_SCENARIO={scen}: `{exe} plan` failed (FLATLINE_BIN names the binary): "
-                            f"{detail}") from e
-        plan = json.loads(out.stdout)
-    else:
-        return None
-    if plan.get("format") != PLAN_FORMAT:
-        raise PlanError(f"the plan's format is {plan.get('format')!r}, expected {PLAN_FORMAT!r}")
-    return plan
-
-
-def _tensors(obj):
-    """Every tensor in a batch (nested dicts, lists, tuples, and objects with tensor attributes), in order."""
-    if torch.is_tensor(obj):
-        return [obj]
-    if isinstance(obj, dict):
-        return [t for k in obj for t in _tensors(obj[k])]
-    if isinstance(obj, (list, tuple)):
-        return [t for x in obj for t in _tensors(x)]
-    if hasattr(obj, "keys") and hasattr(obj, "__getitem__"):  # a BatchEncoding
-        return [t for k in obj.keys() for t in _tensors(obj[k])]
-    return []
+# What a step's statistics are read as: squared norms and counts are summed over buffers and buckets.
+_SUMMED = ("grad_sq", "local_sq", "nonzero", "param_sq", "update_sq")
 
 
 def _ddp_of(module):
@@ -148,40 +86,6 @@ def _ddp_of(module):
     return None
 
 
-class _ReplaySampler:
-    """A batch sampler's wrapper (docs/DESIGN.md §16): each batch it yields is a step's (grad_accum 1);
-    where the plan makes step s train global batch j, it yields batch j's indices again and the wrapped
-    sampler does not move on, as the harness's sampler does. Hashes the sample ids of each batch."""
-
-    def __init__(self, probe, batch_sampler):
-        self.probe, self.inner = probe, batch_sampler
-        self.produced = 0  # batches yielded since the start of training
-        self.kept = {}     # global batch -> its indices, for the ones the plan replays
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __iter__(self):
-        it = iter(self.inner)
-        while True:
-            step = self.probe._step_base + self.produced + 1
-            j = self.probe._acts(step).get("batch_index")
-            if j is not None:
-                if j not in self.kept:
-                    raise PlanError(f"step {step}: the plan replays batch {j}, which this process never trained")
-                ids = self.kept[j]
-            else:
-                try:
-                    ids = list(next(it))
-                except StopIteration:
-                    return
-                if step - 1 in self.probe._replayed:
-                    self.kept[step - 1] = ids
-            self.produced += 1
-            self.probe._ids_by_step[step] = ids
-            yield ids
-
-
 class Probe:
     def __init__(self, run_dir=None, model=None, optimizer=None, scaler=None, sampler=None, *, plan=None,
                  rank=None, world_size=None, hooks=True):
@@ -194,6 +98,12 @@ class Probe:
         self.t0 = float(os.environ.get("FLATLINE_RUN_T0") or time.time())
         self._by_step, self._lr_factor, self._replayed = {}, {}, set()
         self.steps = None
+        self._checkpoint_every, self._restart_at, self._resume_plan = 0, -1, None
+        self.resumed = resuming()  # this process was started to resume
+        self.drops_sampler_state = False  # the resume does not restore the loader's position (a fault)
+        self._lr_zero_after = None  # a finished schedule restored at the resume: lr 0 after this step
+        self._resume_skip = None    # the step resumed from, until the sampler wrapper has used it
+        self._checkpoint_asked = 0  # the last step checkpoint_due() said yes for
         if self.plan:
             self._read_plan()
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
@@ -215,9 +125,12 @@ class Probe:
         self._lr_saved = None
         self._lr_pinned = None
         self._manual_before_update = False
-        self._before = None      # the parameters before the update in progress, flat (update_norm)
-        self._after = None       # ... after the last one, kept where small (SNAPSHOT_KEEP_BYTES)
-        self._after_versions = None
+        self._grads = FlatCopy()  # the gradients, where no DDP hook sees them (no DDP)
+        self._before = FlatCopy()  # the parameters before the update in progress ...
+        self._after = FlatCopy()   # ... and after the last one (the next one's before, while unchanged)
+        self._after_versions = None  # the parameters' version counters when _after was taken (None: no copy)
+        self._has_before = False   # _before holds the parameters before this step's update
+        self._scratch = {}       # per DDP bucket: a buffer for its nonzero count
         self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
         self._reset_step_stats()
@@ -254,6 +167,14 @@ class Probe:
                 self._replayed.add(fields["batch_index"])
         self._lr_factor = {int(s): f for s, f in p["lr_factor"]}
         self._fp16 = p["precision"] == "fp16"
+        self._checkpoint_every = int(p.get("checkpoint_every", 0))
+        self._restart_at = int(p.get("restart_at", -1))
+        self._resume_plan = p.get("resume")
+
+    def _lr_factor_at(self, step):
+        if self._lr_zero_after is not None and step > self._lr_zero_after:
+            return 0.0
+        return self._lr_factor.get(step, 1.0)
 
     def _acts(self, step):
         return self._by_step.get(step, {})
@@ -267,21 +188,64 @@ class Probe:
              "name": name}
         if detail:
             r["detail"] = detail
-        self.writer.post(r)
+        self.writer.post(r, now=True)
 
     def _heartbeat(self):
         if self._closed:
             return
         self.writer.post({"kind": "heartbeat", "rank": self.rank, "t": self._t(),
-                          "step": self.cur if self.cur is not None else self.step + 1, "phase": self.phase})
+                          "step": self.cur if self.cur is not None else self.step + 1, "phase": self.phase},
+                         now=True)
 
     def checkpoint_saved(self, detail=None):
         self._event("checkpoint_save", detail)
 
-    def checkpoint_loaded(self, step, detail=None):
+    def checkpoint_loaded(self, step, detail=None, opt_step=None):
+        """The job resumed from its checkpoint of global step `step` (opt_step: its updates applied, when it
+        counts skipped fp16 steps apart; else the step). In a process flatline started to resume a
+        scenario's restart, what the faults change about the resume is carried out from here on."""
         self.step = self._step_base = int(step)
+        self.opt_step = int(step) if opt_step is None else int(opt_step)
         self._event("checkpoint_load", detail)
         self._event("resume", f"from checkpoint step {step}")
+        self._resume_skip = self.step
+        if self.resumed and self._resume_plan:
+            self.drops_sampler_state = not self._resume_plan["restore_sampler"]
+            if self._resume_plan["finish_scheduler"]:
+                self._lr_zero_after = self.step
+
+    def checkpoint_due(self):
+        """True once after each step the plan wants a checkpoint after (a multiple of its checkpoint_every):
+        the job saves one then, and says so with checkpoint_saved(). A plain loop, after its optimizer step:
+        `if probe.checkpoint_due(): save(...)`; the transformers and Lightning callbacks ask themselves."""
+        k, s = self._checkpoint_every, self.step
+        if k > 0 and s > self._step_base and s % k == 0 and self._checkpoint_asked != s:
+            self._checkpoint_asked = s
+            return True
+        return False
+
+    def _resume_skip_for(self, batches_per_epoch):
+        """For the sampler wrapper's first epoch after a resume: the batches of it already trained, which a
+        healthy resume skips (0 where the fault drops the sampler's position, or without a resume)."""
+        step, self._resume_skip = self._resume_skip, None
+        if not step or self.drops_sampler_state or batches_per_epoch <= 0:
+            return 0
+        return step % batches_per_epoch
+
+    def _stop_for_restart(self):
+        """Before step restart_at + 1: stop_for_restart, then exit status 3 once every rank is here (a
+        barrier: no rank leaves a peer waiting in a collective or a checkpoint's)."""
+        self._flush_pending()
+        frm = self._resume_plan["from_step"] if self._resume_plan else -1
+        self._event("stop_for_restart", f"after step {self.step}: the scenario's restart (flatline starts the job "
+                                        f"again; it resumes from its checkpoint of step {frm})")
+        self.writer.flush()
+        try:
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                torch.distributed.barrier()
+        finally:
+            self._close_writer()
+            os._exit(EXIT_RESTART)
 
     def set_phase(self, phase):
         self.phase = phase
@@ -310,13 +274,16 @@ class Probe:
 
     # ---- per step ------------------------------------------------------------------------------
     def _reset_step_stats(self):
-        self._local_norms, self._glob_norms, self._zeros, self._numel = [], [], [], 0
+        self._vals = []          # (name, 0-d tensor): the step's statistics, read when the record is filled
+        self._numel = 0          # gradient elements the nonzero counts are over
+        self._bucket_grads = False  # grad_sq came from DDP's buckets (scaled, under a GradScaler)
         self._first_bucket = True
         self._scale_at_backward = None
         self._stepped = False
-        self._stats = {}
+        self._has_before = False
         self._loss = None
         self._batch_hash = None
+        self._hash_words = None  # a GPU batch's hash words, on the device (read with the statistics)
         self._batch_seen = False
         self._lr_used = None
 
@@ -324,6 +291,8 @@ class Probe:
         """The step after the last completed one begins (idempotent)."""
         if self.cur is not None:
             return
+        if self._restart_at > 0 and not self.resumed and self.step == self._restart_at:
+            self._stop_for_restart()
         self.cur = self.step + 1
         self._act = self._acts(self.cur)
         every = self.plan["log_every"] if self.plan else 1
@@ -348,7 +317,7 @@ class Probe:
         self._batch_seen = True
         step = self.cur
         ids = ids if ids is not None else self._ids_by_step.pop(step, None)
-        tensors = _tensors(batch)
+        tensors = tensors_of(batch)
         j = self._act.get("batch_index")
         if j is not None and ids is None:
             kept = self._kept_batches.get(j)
@@ -364,19 +333,22 @@ class Probe:
         self.phase = "compute"
         if not self._logging:  # no record this step: no hash
             return batch
+        if ids is None and any(t.is_cuda for t in tensors):  # read back a step later, with the statistics
+            self._hash_words = device_hash_words(tensors)
+            return batch
         h = hashlib.blake2b(digest_size=8)
         if ids is not None:
             h.update(",".join(str(int(i)) for i in ids).encode())
         else:
             for t in tensors:
-                h.update(t.detach().cpu().contiguous().numpy().tobytes())
+                h.update(bytes_of(t))
         self._batch_hash = h.hexdigest()
         self.phase = "compute"
         return batch
 
     def wrap_batch_sampler(self, batch_sampler):
         """A batch sampler (or a sampler with .batch_size) for the DataLoader's batch_sampler=."""
-        return _ReplaySampler(self, batch_sampler)
+        return ReplaySampler(self, batch_sampler)
 
     # ---- the model: batches and the loss through forward hooks; DDP's communication hook -------------
     def watch_model(self, model, loss_from_output=False):
@@ -429,18 +401,24 @@ class Probe:
                 buf.zero_()
             logging = self._logging
             if logging:
-                self._local_norms.append(torch.linalg.vector_norm(buf.detach(), dtype=torch.float32))
+                self._vals.append(("local_sq", sq_norm(buf.detach())))
             self.phase = "collective"
             fut = default_hooks.allreduce_hook(pg, bucket)
             if not logging:
                 return fut
+            index = bucket.index()
 
-            def after(f):
+            def after(f):  # may run on the process group's thread: a scratch buffer per bucket
                 v = f.value()
                 t = (v[0] if isinstance(v, list) else v).detach()
-                self._glob_norms.append(torch.linalg.vector_norm(t, dtype=torch.float32))
-                self._zeros.append(torch.logical_not(t).sum())
+                scratch = self._scratch.get(index)
+                if scratch is None or scratch.shape != t.shape or scratch.device != t.device:
+                    scratch = self._scratch[index] = torch.empty(t.shape, dtype=torch.float32, device=t.device)
+                self._vals.append(("grad_sq", sq_norm(t)))
+                scratch.copy_(t)
+                self._vals.append(("nonzero", nonzeros_(scratch)))
                 self._numel += t.numel()
+                self._bucket_grads = True
                 return v[0] if isinstance(v, list) else v
             return fut.then(after)
         ddp.register_comm_hook(None, hook)
@@ -452,6 +430,11 @@ class Probe:
 
     def _params(self):
         return [p for g in self._groups() for p in g["params"]]
+
+    @staticmethod
+    def _params_key(params):
+        """What identifies a list of parameters for the flat copies: their ids."""
+        return tuple(map(id, params))
 
     def watch_optimizer(self, optimizer):
         opt = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps one
@@ -466,45 +449,56 @@ class Probe:
         params = self._params()
         if self._logging:
             with torch.no_grad():
-                grads = [p.grad for p in params if p.grad is not None]
-                if grads and not self._glob_norms:  # no DDP hook saw them: the norms here
-                    flat = _flat(grads)
-                    self._stats["grad_norm"] = _norm_of([torch.linalg.vector_norm(f, dtype=torch.float32)
-                                                         for f in flat])
-                    self._stats["zeros"] = _sum_of([torch.logical_not(f).sum() for f in flat])
-                    self._numel = sum(f.numel() for f in flat)
-                self._before = self._snapshot(params)
+                if not self._bucket_grads:  # no DDP hook saw them: the norms here
+                    grads = [p.grad for p in params]
+                    if any(g is None for g in grads):
+                        with_grad = [(p, g) for p, g in zip(params, grads) if g is not None]
+                        key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
+                    else:
+                        key = self._params_key(params)
+                    if grads:
+                        for flat in self._grads.copy(grads, key):
+                            self._vals.append(("grad_sq", sq_norm(flat)))
+                            self._vals.append(("nonzero", nonzeros_(flat)))  # the copy is ours to overwrite
+                            self._numel += flat.numel()
+                self._snapshot(params)
         groups = self._groups()
         self._lr_saved = [g["lr"] for g in groups]
-        f = self._lr_factor.get(self.cur, 1.0)
+        f = self._lr_factor_at(self.cur)
         for i, g in enumerate(groups):
             base = self._lr_pinned[i] if self._lr_pinned is not None and self._act.get("scheduler_frozen") else g["lr"]
             g["lr"] = base * f
         self._lr_used = groups[0]["lr"]  # the job's own lr is given back after the update
 
     def _snapshot(self, params):
-        """The parameters before the update (update_norm), flat: the copy taken after the last update where
-        no parameter changed since (their autograd version counters say), else a new one."""
-        versions = [p._version for p in params]
-        if self._after is not None and versions == self._after_versions:
-            return self._after
-        return _flat(params, copy=True)
+        """The parameters before the update: the copy taken after the last update stands where no
+        parameter changed since (their autograd version counters say), else a new one."""
+        if self._after_versions is not None and [p._version for p in params] == self._after_versions:
+            self._before, self._after = self._after, self._before
+        else:
+            self._before.copy(params, self._params_key(params))
+        self._after_versions = None
+        self._has_before = True
 
     def after_update(self):
         self._stepped = True
         self.opt_step += 1
         if self._logging:
             params = self._params()
+            key = self._params_key(params)
             with torch.no_grad():
-                after = _flat(params, copy=True)
-                self._stats["param_norm"] = _norm_of([torch.linalg.vector_norm(a, dtype=torch.float32)
-                                                      for a in after])
-                if self._before is not None:
-                    self._stats["update_norm"] = _norm_of([torch.linalg.vector_norm(a - b, dtype=torch.float32)
-                                                           for a, b in zip(after, self._before)])
-                    self._before = None
-            small = sum(a.numel() * a.element_size() for a in after) <= SNAPSHOT_KEEP_BYTES
-            self._after, self._after_versions = (after, [p._version for p in params]) if small else (None, None)
+                after = self._after.copy(params, key)
+                for flat in after:
+                    self._vals.append(("param_sq", sq_norm(flat)))
+                if self._has_before and self._before.key == key:
+                    for a, b in zip(after, self._before.flats):  # the difference into the before's buffer
+                        self._vals.append(("update_sq", sq_norm(torch.sub(a, b, out=b))))
+            self._has_before = False
+            if self._after.nbytes() <= SNAPSHOT_KEEP_BYTES:
+                self._after_versions = [p._version for p in params]
+            else:  # a large model's copies are not kept from one step to the next
+                self._before.release()
+                self._after.release()
         if self._lr_saved is not None:
             for g, lr in zip(self._groups(), self._lr_saved):
                 g["lr"] = lr
@@ -553,26 +547,15 @@ class Probe:
             self._reset_step_stats()
             return
         rec = {"kind": "step", "rank": self.rank, "t": self._t(), "step": step, "opt_step": self.opt_step}
-        tensors = dict(self._stats)
+        vals = self._vals
         if self._loss is not None:
-            tensors["loss"] = self._loss.float()
-        if self._glob_norms:
-            tensors["grad_norm"] = _norm_of(self._glob_norms)
-            tensors["zeros"] = _sum_of(self._zeros)
-        scale = None
+            vals.append(("loss", self._loss))
         if self.scaler is not None and self.scaler._scale is not None:
             # the scale this step's backward used (its update() decides the next step's)
             scale = self._scale_at_backward
-            tensors["loss_scale"] = (scale if scale is not None else self.scaler._scale).detach().float().clone()
-        if self._local_norms:
-            local = _norm_of(self._local_norms)
-            tensors["local_grad_norm"] = local / scale if scale is not None else local
-        elif "grad_norm" in tensors:
-            tensors["local_grad_norm"] = tensors["grad_norm"]
-        if scale is not None and self._glob_norms:
-            tensors["grad_norm"] = tensors["grad_norm"] / scale
+            vals.append(("loss_scale", scale if scale is not None else self.scaler._scale.detach().clone()))
         lr = self._lr_used if self._lr_used is not None else (
-            self._groups()[0]["lr"] * self._lr_factor.get(step, 1.0) if self.optimizer is not None else None)
+            self._groups()[0]["lr"] * self._lr_factor_at(step) if self.optimizer is not None else None)
         if lr is not None:
             rec["lr"] = lr
         if self.scaler is not None:
@@ -581,44 +564,68 @@ class Probe:
             rec["loss_scale"], rec["overflow"], rec["skipped"] = 1.0, False, False
         if self._batch_hash:
             rec["batch_hash"] = self._batch_hash
+        hash_words = self._hash_words
         rec["step_ms"] = (now - self._last_end) * 1e3
-        numel = self._numel
-        frozen = bool(a.get("freeze_logging"))
+        how = (self._numel, self._bucket_grads, bool(a.get("freeze_logging")))
         self._last_end = now
         self.step, self.cur = step, None
         self.phase = "data"
         self._reset_step_stats()
-        self._post_step(rec, tensors, numel, frozen)
+        self._post_step(rec, vals, hash_words, how)
 
-    def _post_step(self, rec, tensors, numel, frozen):
-        names = list(tensors)
-        if names and any(t.is_cuda for t in tensors.values()):
-            vals = torch.stack([tensors[n].detach().reshape(()).double().to(_cuda_device_of(tensors)) for n in names])
-            if vals.is_cuda:  # copied to pinned memory, read a step later (no sync of the probe's own)
-                host = torch.empty(vals.shape, dtype=vals.dtype, pin_memory=True)
-                host.copy_(vals, non_blocking=True)
-                ev = torch.cuda.Event()
-                ev.record()
-                self._pending.append((rec, names, host, ev, numel, frozen))
-                self._flush_pending(keep=1)
-                return
-            self._fill(rec, names, vals.tolist(), numel, frozen)
+    def _post_step(self, rec, vals, hash_words, how):
+        names = [n for n, _ in vals]
+        cuda = hash_words.device if hash_words is not None else next((t.device for _, t in vals if t.is_cuda), None)
+        if cuda is not None:  # copied to pinned memory, read a step later (no sync of the probe's own)
+            dev = torch.stack([t.detach().reshape(()).to(cuda, torch.float64) for _, t in vals]) if vals else \
+                torch.zeros(0, dtype=torch.float64, device=cuda)
+            if hash_words is not None:
+                dev = torch.cat([dev, hash_words])
+                names = names + ["hash_word"] * hash_words.numel()
+            host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
+            host.copy_(dev, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+            self._pending.append((rec, names, host, ev, how))
+            self._flush_pending(keep=1)
         else:  # on the CPU a read is no synchronisation
-            self._fill(rec, names, [float(tensors[n]) for n in names], numel, frozen)
+            self._fill(rec, names, [t.item() for _, t in vals], how)
 
     def _flush_pending(self, keep=0):
         while len(self._pending) > keep:
-            rec, names, host, ev, numel, frozen = self._pending.pop(0)
+            rec, names, host, ev, how = self._pending.pop(0)
             ev.synchronize()
-            self._fill(rec, names, host.tolist(), numel, frozen)
+            self._fill(rec, names, host.tolist(), how)
 
-    def _fill(self, rec, names, values, numel, frozen):
-        v = dict(zip(names, values))
+    def _fill(self, rec, names, values, how):
+        """The record's statistics from the step's values: norms are the roots of the summed squares (under a
+        GradScaler, DDP's buckets hold scaled gradients: divided by the scale their backward used)."""
+        numel, bucket_grads, frozen = how
+        v, words = {}, []
+        for n, x in zip(names, values):
+            if n == "hash_word":
+                words.append(int(x))
+            else:
+                v[n] = v.get(n, 0.0) + float(x) if n in _SUMMED else float(x)
+        if words:
+            rec["batch_hash"] = hash_of_words(words)
+        scale = v.get("loss_scale")
+        unscale = scale if scale is not None and finite(scale) and scale > 0 else 1.0
+        out = {"loss": v.get("loss"), "loss_scale": scale}
+        if "grad_sq" in v:
+            out["grad_norm"] = math.sqrt(v["grad_sq"]) / (unscale if bucket_grads else 1.0)
+        if "local_sq" in v:
+            out["local_grad_norm"] = math.sqrt(v["local_sq"]) / unscale
+        elif "grad_norm" in out:
+            out["local_grad_norm"] = out["grad_norm"]
+        for k in ("param", "update"):
+            if k + "_sq" in v:
+                out[k + "_norm"] = math.sqrt(v[k + "_sq"])
         for k in ("loss", "grad_norm", "local_grad_norm", "param_norm", "update_norm", "loss_scale"):
-            if finite(v.get(k)) and not (k == "grad_norm" and rec.get("skipped")):
-                rec[k] = v[k]
-        if "zeros" in v and numel:
-            rec["grad_zero_frac"] = v["zeros"] / numel
+            if finite(out.get(k)) and not (k == "grad_norm" and rec.get("skipped")):
+                rec[k] = out[k]
+        if "nonzero" in v and numel and not math.isnan(v.get("grad_sq", 0.0)):  # (a NaN's sign is 0)
+            rec["grad_zero_frac"] = 1.0 - v["nonzero"] / numel
         if frozen:  # the logger shows what it showed last
             rec["step"], last_loss = self._logged
             if torch.is_tensor(last_loss):

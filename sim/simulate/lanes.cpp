@@ -11,7 +11,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "sim/sampler.h"
+#include "run/sampler.h"
 #include "sim/simulate/model.h"
 
 namespace flatline::simdetail {

@@ -1,5 +1,5 @@
 // The fleet simulator's per-rank draws and batch hashes for a whole step at once (docs/DESIGN.md §11): the
-// same values as model.h's gauss(draw(key, r)) / unif(draw(key, r)) and sim/sampler.h's batch_hash (XXH3-64),
+// same values as model.h's gauss(draw(key, r)) / unif(draw(key, r)) and run/sampler.h's batch_hash (XXH3-64),
 // computed four ranks at a time with AVX2 where the CPU has it (checked once, at the first call), one
 // at a time elsewhere. Bit-identical either way (tests/sim/simulate/lanes_test.cpp): the telemetry of a
 // scenario and seed does not depend on the machine.

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <thread>
 
-#include "sim/loss_scaler.h"
-#include "sim/sampler.h"
+#include "run/loss_scaler.h"
+#include "run/sampler.h"
 #include "sim/simulate/model.h"
 #include "sim/simulate/walk.h"
 

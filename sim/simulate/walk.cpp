@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "core/protocol.h"
-#include "sim/sampler.h"
+#include "run/sampler.h"
 #include "sim/simulate/lanes.h"
 
 namespace flatline::simdetail {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "confirm/confirm.h"
+#include "faults/scenario_file.h"
 
 namespace flatline {
 namespace {
@@ -95,7 +96,12 @@ TEST(ConfirmPlan, ReplaysFromTheLatestCheckpointBeforeTheOnset) {
   EXPECT_EQ(p.repair.lr_before, 1e-3);  // the lr logged at step 157
 
   // a checkpoint right before the onset: no prefix; one the run resumed from: the replay resumes too
-  Record resume;
+  Record stop;  // the first processes stopped for the scenario's restart ...
+  stop.kind = RecordKind::event;
+  stop.name = "stop_for_restart";
+  stop.step = 240;
+  rs.push_back(stop);
+  Record resume;  // ... and new ones resumed from the checkpoint
   resume.kind = RecordKind::event;
   resume.name = "resume";
   resume.step = 157;
@@ -104,7 +110,8 @@ TEST(ConfirmPlan, ReplaysFromTheLatestCheckpointBeforeTheOnset) {
   const ConfirmPlan q = plan_confirmation(s, diagnosis("lr_zero", 158), rs, {157}, {});
   EXPECT_FALSE(q.needs_prefix());
   EXPECT_EQ(q.branch_start, ReplayStart::resume);
-  rs.back().detail = "from checkpoint step 157, carrying on (a replay)";  // a replay's own start is no resume
+  rs.erase(rs.end() - 2);  // no earlier process ended: the `resume` is a replay's own start, no resume
+  rs.back().detail = "from checkpoint step 157, carrying on (a replay)";
   EXPECT_EQ(plan_confirmation(s, diagnosis("lr_zero", 158), rs, {157}, {}).branch_start, ReplayStart::carry_on);
 
   // no checkpoint: from step 0; an onset at step 1: no prefix at all

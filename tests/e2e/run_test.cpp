@@ -146,6 +146,50 @@ expect: {cause: run_not_alive, within_steps: 2}
   expect_no_process_left(run_dir);
 }
 
+// A rank that has written its end (run_end) and then does not exit (an external trainer's slow or stuck
+// teardown: a barrier, the interpreter's shutdown) is no stall: the launcher waits the teardown bound
+// (core/protocol.h teardown_grace_s: 10 s here), then kills it with a warning; its telemetry is complete,
+// so the run is completed, not failed, and no `stopped` event follows its run_end.
+TEST(EndToEnd, ARankThatWroteItsEndButDoesNotExitIsKilledAfterTheTeardownBoundAndTheRunCompletes) {
+  const std::string d = scratch();
+  write(d, "trainer.sh", R"(f="$FLATLINE_RUN_DIR/telemetry/rank-$RANK.jsonl"
+for s in 1 2 3; do
+  echo "{\"kind\":\"step\",\"rank\":$RANK,\"t\":0.$s,\"step\":$s,\"opt_step\":$s,\"loss\":2.5,\"lr\":0.001}" >> "$f"
+done
+echo "{\"kind\":\"event\",\"rank\":$RANK,\"t\":0.5,\"step\":3,\"name\":\"run_end\"}" >> "$f"
+exec sleep 120
+)");
+  const std::string yaml = R"(name: e2e-slow-teardown
+seed: 7
+world_size: 2
+steps: 3
+heartbeat_s: 0.2
+collective_timeout_s: 2
+trainer: {command: "sh trainer.sh", cwd: .}
+expect: {cause: healthy}
+)";
+  Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+  EXPECT_NE(r.out.find("[watchdog] every rank still running wrote its end but had not exited 10 s later"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no record from any rank"), std::string::npos) << r.out;
+  EXPECT_GT(r.seconds, 10) << r.out;
+  EXPECT_LT(r.seconds, 10 + 15) << r.out;
+  const std::string run_dir = d + "/runs/e2e-slow-teardown";
+  const auto m = flatline::read_manifest(run_dir + "/manifest.json");
+  EXPECT_EQ(m.status, "completed") << m.error;
+  EXPECT_EQ(m.error, "");
+  std::ifstream w(run_dir + "/telemetry_warnings.txt");
+  const std::string warnings((std::istreambuf_iterator<char>(w)), std::istreambuf_iterator<char>());
+  EXPECT_NE(warnings.find("rank 0 wrote its end but had not exited"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("rank 1 wrote its end but had not exited"), std::string::npos) << warnings;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto recs = flatline::read_jsonl(run_dir + "/telemetry/rank-" + std::to_string(rank) + ".jsonl", nullptr);
+    ASSERT_FALSE(recs.empty());
+    EXPECT_EQ(recs.back().name, "run_end") << rank;
+  }
+  expect_no_process_left(d);
+}
+
 TEST(EndToEnd, BadScenarioNamesFileLineAndKey) {
   const std::string d = scratch();
   const std::string path = write(d, "bad.yaml", std::string("name: bad\n") + kBase + "steps: 10\nbogus_key: 1\nexpect: {cause: healthy}\n");

@@ -1,12 +1,12 @@
 // The simulator's per-rank draws and batch hashes of a whole step (sim/simulate/lanes.h) give the bits
-// of the scalar definitions they replace (model.h's gauss/unif of draw, sim/sampler.h's XXH3 batch_hash),
+// of the scalar definitions they replace (model.h's gauss/unif of draw, run/sampler.h's XXH3 batch_hash),
 // on whatever path the CPU takes, at every length (the four-lane body and the remainder).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "sim/sampler.h"
+#include "run/sampler.h"
 #include "sim/simulate/lanes.h"
 #include "sim/simulate/model.h"
 

@@ -1,0 +1,127 @@
+"""The step's statistics over a model's many tensors in a few vectorised passes (docs/DESIGN.md §16).
+
+A model has tens to hundreds of parameter tensors; a statistic taken tensor by tensor costs a dispatch
+each, and `torch.cat` into a new tensor an allocation and a copy. Here a list of tensors is copied into
+one buffer per device that is kept from step to step (`FlatCopy`, `torch._foreach_copy_` into views of
+it), and each statistic is one or three passes over a flat buffer:
+
+  sq_norm(flat)          the squared L2 norm: a BLAS dot (float32 sums: squares overflow past a norm
+                         of ~1.8e19 and read as inf); `linalg.vector_norm` squared for other dtypes
+  nonzeros_(flat)        how many elements are not exactly 0 (-0.0 is 0): the signs, in place, dotted
+                         with themselves; two vectorised passes, where count_nonzero's loop is scalar
+                         (~4x slower on a CPU). A NaN's sign is 0: where the squared norm is NaN
+                         the count is not taken (the record then has no grad_zero_frac).
+
+Each returns a 0-d tensor on the flat's device: nothing is read back here, so nothing synchronises a
+GPU. The costs behind these choices are in bench/README.md ("The probe's overhead").
+
+A batch on a GPU is hashed there (`device_hash_words`): reading its bytes back would synchronise the
+device every step. Each tensor's elements, as 64-bit integers (a floating tensor's bits), are multiplied
+by fixed pseudo-random 64-bit weights and summed, wrapping (exact, so the same in any order); the words
+travel to the host with the step's statistics, a step later, and `hash_of_words` makes them the
+record's 16 hex digits. Equal batches give equal hashes; the detectors compare hashes only within a
+run, whose batches are all on one device.
+"""
+import hashlib
+
+import torch
+
+_foreach_copy_ = getattr(torch, "_foreach_copy_", None)
+
+
+def sq_norm(flat):
+    """The squared L2 norm of a 1-D tensor, as a 0-d tensor on its device."""
+    if flat.dtype in (torch.float32, torch.float64) and flat.is_contiguous():
+        return torch.dot(flat, flat)
+    return torch.linalg.vector_norm(flat, dtype=torch.float32).square()
+
+
+def nonzeros_(flat):
+    """How many elements of a 1-D floating tensor are not 0, as a 0-d tensor; the tensor is overwritten
+    with the signs of its elements (-1, 0, 1), whose squares sum to the count. A NaN counts as 0."""
+    return sq_norm(flat.sign_())
+
+
+_HASH_SEED = 0x5EED_F1A7
+_hash_weights = {}  # (numel, device) -> int64 weights; a few sizes (the last batch of an epoch is smaller)
+
+
+def _weights(n, device):
+    w = _hash_weights.get((n, device))
+    if w is None:
+        if len(_hash_weights) >= 16:
+            _hash_weights.clear()
+        g = torch.Generator().manual_seed(_HASH_SEED)
+        w = torch.randint(-(1 << 63), (1 << 63) - 1, (n,), dtype=torch.int64, generator=g).to(device)
+        _hash_weights[(n, device)] = w
+    return w
+
+
+def device_hash_words(tensors):
+    """A batch's hash on its device, without reading it back: a 1-D float64 tensor of 32-bit halves (exact
+    in a double), two per tensor (its weighted sum), then one per tensor of its element count."""
+    words = []
+    for t in tensors:
+        a = t.detach().reshape(-1)
+        if a.is_floating_point() or a.is_complex():
+            a = a.view({8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[a.element_size()])
+        words.append((a.to(torch.int64) * _weights(a.numel(), a.device)).sum())
+    w = torch.stack(words)
+    halves = torch.cat([w & 0xFFFFFFFF, (w >> 32) & 0xFFFFFFFF])
+    sizes = torch.tensor([t.numel() for t in tensors], dtype=torch.float64)
+    return torch.cat([halves.to(torch.float64), sizes.to(w.device, non_blocking=True)])
+
+
+def hash_of_words(words):
+    """The record's batch_hash (16 hex digits) from device_hash_words' values, read back."""
+    return hashlib.blake2b(",".join(str(w) for w in words).encode(), digest_size=8).hexdigest()
+
+
+class FlatCopy:
+    """A copy of a list of tensors in one buffer per device, float32 (float64 where a tensor is), made
+    again only when the caller's key for the list (e.g. the ids of the parameters) changes.
+
+    copy(tensors, key)  -> the buffers, now holding the tensors' values
+    release()           frees the buffers (made again by the next copy)
+    """
+
+    def __init__(self):
+        self.key = None
+        self.flats = []   # one 1-D buffer per device, in the order the devices first appear
+        self._groups = []  # per buffer: (views of it in the tensors' shapes, the tensors' indices or None)
+
+    def _make(self, tensors):
+        by_dev = {}
+        for i, t in enumerate(tensors):
+            by_dev.setdefault(t.device, []).append(i)
+        self.flats, self._groups = [], []
+        for dev, idx in by_dev.items():
+            dtype = torch.float64 if any(tensors[i].dtype == torch.float64 for i in idx) else torch.float32
+            flat = torch.empty(sum(tensors[i].numel() for i in idx), dtype=dtype, device=dev)
+            views, at = [], 0
+            for i in idx:
+                n = tensors[i].numel()
+                views.append(flat[at:at + n].view(tensors[i].shape))
+                at += n
+            self.flats.append(flat)
+            self._groups.append((views, None if len(by_dev) == 1 else idx))
+
+    def copy(self, tensors, key):
+        if key != self.key:
+            self._make(tensors)
+            self.key = key
+        with torch.no_grad():
+            for views, idx in self._groups:
+                src = tensors if idx is None else [tensors[i] for i in idx]
+                if _foreach_copy_ is not None:
+                    _foreach_copy_(views, src)
+                else:
+                    for v, t in zip(views, src):
+                        v.copy_(t)
+        return self.flats
+
+    def nbytes(self):
+        return sum(f.numel() * f.element_size() for f in self.flats)
+
+    def release(self):
+        self.key, self.flats, self._groups = None, [], []

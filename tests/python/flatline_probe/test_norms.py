@@ -1,0 +1,84 @@
+"""The probe's statistics over flat copies (python/flatline_probe/norms.py, docs/DESIGN.md §16): exact
+values on small tensors, and the GPU batch hash's words computed here on CPU tensors."""
+import math
+import unittest
+
+import torch
+
+from flatline_probe.norms import FlatCopy, device_hash_words, hash_of_words, nonzeros_, sq_norm
+
+
+def words_hash(tensors):
+    return hash_of_words([int(w) for w in device_hash_words(tensors).tolist()])
+
+
+class NormsTest(unittest.TestCase):
+    def test_sq_norm_is_the_sum_of_squares_in_each_dtype(self):
+        x = torch.tensor([3.0, -4.0, 0.0, 12.0])
+        self.assertEqual(sq_norm(x).item(), 169.0)
+        self.assertEqual(sq_norm(x.double()).item(), 169.0)
+        self.assertEqual(sq_norm(x.half()).item(), 169.0)  # not BLAS: vector_norm in float32
+        self.assertEqual(sq_norm(x.bfloat16()).item(), 169.0)
+
+    def test_nonzeros_counts_minus_zero_as_zero(self):
+        x = torch.tensor([0.0, -0.0, 1e-30, -2.0, 0.0, 5.0])
+        self.assertEqual(nonzeros_(x.clone()).item(), 3.0)
+        self.assertEqual(nonzeros_(torch.tensor([float("inf"), 0.0])).item(), 1.0)
+        # a NaN's sign is 0: the probe drops the count where the squared norm is NaN (test_probe)
+        nan = torch.tensor([1.0, float("nan"), 0.0])
+        self.assertTrue(math.isnan(sq_norm(nan).item()))
+        self.assertEqual(nonzeros_(nan).item(), 1.0)
+
+    def test_flat_copy_holds_the_tensors_values_in_their_order(self):
+        a, b = torch.arange(6.0).reshape(2, 3), torch.tensor([7.0, 8.0])
+        fc = FlatCopy()
+        (flat,) = fc.copy([a, b], key=1)
+        self.assertEqual(flat.tolist(), [0, 1, 2, 3, 4, 5, 7, 8])
+        self.assertEqual(flat.dtype, torch.float32)
+        a.add_(1)  # a copy, not a view of the tensors
+        self.assertEqual(flat[0].item(), 0.0)
+        buf = flat.data_ptr()
+        (flat,) = fc.copy([a, b], key=1)  # the same key: the same buffer, new values
+        self.assertEqual(flat.data_ptr(), buf)
+        self.assertEqual(flat.tolist(), [1, 2, 3, 4, 5, 6, 7, 8])
+        (flat,) = fc.copy([b], key=2)  # another list: made again
+        self.assertEqual(flat.tolist(), [7, 8])
+        self.assertEqual(fc.nbytes(), 8)
+
+    def test_flat_copy_keeps_float64_and_reads_half_precision_exactly(self):
+        fc = FlatCopy()
+        (flat,) = fc.copy([torch.tensor([0.1], dtype=torch.float64), torch.tensor([1.5]).half()], key=0)
+        self.assertEqual(flat.dtype, torch.float64)
+        self.assertEqual(flat.tolist(), [0.1, 1.5])
+        fc.release()
+        self.assertEqual(fc.flats, [])
+        self.assertIsNone(fc.key)
+
+    def test_device_hash_tells_batches_apart_and_equal_ones_alike(self):
+        x = torch.arange(64).reshape(2, 32)
+        y = torch.randn(2, 32)
+        h = words_hash([x, y])
+        self.assertRegex(h, "^[0-9a-f]{16}$")
+        self.assertEqual(words_hash([x.clone(), y.clone()]), h)
+        x2 = x.clone()
+        x2[1, 31] += 1
+        self.assertNotEqual(words_hash([x2, y]), h)
+        self.assertNotEqual(words_hash([x.flip(1), y]), h)  # the order of the elements counts
+        self.assertNotEqual(words_hash([x[:, :16], y]), h)  # and how many there are
+        y2 = y.clone()
+        y2[0, 0] = torch.nextafter(y2[0, 0], torch.tensor(10.0))  # a float's last bit
+        self.assertNotEqual(words_hash([x, y2]), h)
+        self.assertNotEqual(words_hash([x, y.half()]), h)
+
+    def test_device_hash_words_are_exact_in_a_double(self):
+        w = device_hash_words([torch.full((1000,), -(1 << 62), dtype=torch.int64)])
+        self.assertEqual(w.dtype, torch.float64)
+        for v in w.tolist()[:2]:  # the two 32-bit halves of the weighted sum
+            self.assertEqual(v, int(v))
+            self.assertGreaterEqual(v, 0)
+            self.assertLess(v, 1 << 32)
+        self.assertEqual(w.tolist()[2], 1000.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
