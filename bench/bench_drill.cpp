@@ -113,9 +113,11 @@ int full(int argc, char** argv) {
   int ranks = 1024;
   int64_t steps = 50000;
   std::string file = kScenario;
+  bool summary_only = false;  // what the first prompt waits for
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ranks") && i + 1 < argc) ranks = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--summary-only")) summary_only = true;
     else if (std::strcmp(argv[i], "--full")) file = argv[i];
   }
   const Scenario s = drill_scenario(ranks, steps, file);
@@ -128,6 +130,7 @@ int full(int argc, char** argv) {
               static_cast<long long>(steps), static_cast<long long>(r.records), static_cast<long long>(r.heartbeats));
   std::printf("summary: %.2f s (simulated and summarised), %.1f MiB held, peak RSS %.0f MiB\n", t_sum,
               static_cast<double>(sum.bytes()) / (1 << 20), peak_rss_mib());
+  if (summary_only) return 0;
   t0 = now();
   DetectorConfig cfg;
   cfg.world_size = s.world_size;

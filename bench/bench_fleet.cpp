@@ -1,7 +1,7 @@
 // Fleet simulator benchmarks (docs/DESIGN.md §11): simulation alone and simulation streamed into the Triage
 // (records/s), and the end-to-end run `bench_fleet --full [--ranks N] [--steps S] [SCENARIO]`
 // (default 1024 x 100,000 on scenarios/fleet/healthy.yaml) that prints wall time, peak RSS and the
-// diagnosis. The ctest smoke run uses tiny sizes. Numbers: bench/README.md.
+// diagnosis (--simulate-only: the simulator alone, into a counter). The ctest smoke run uses tiny sizes. Numbers: bench/README.md.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -21,6 +21,7 @@ using namespace flatline;
 struct Count : RecordSink {
   int64_t n = 0;
   void write(const Record&) override { ++n; }
+  void write_block(const StepBlock& b) override { n += static_cast<int64_t>(b.records()); }
 };
 
 Scenario fleet(const std::string& name) {
@@ -68,13 +69,25 @@ int full(int argc, char** argv) {
   o.ranks = 1024;
   o.steps = 100000;
   std::string path = std::string(FLATLINE_SOURCE_DIR) + "/scenarios/fleet/healthy.yaml";
+  bool simulate_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ranks") && i + 1 < argc) o.ranks = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) o.steps = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--simulate-only")) simulate_only = true;
     else if (std::strcmp(argv[i], "--full")) path = argv[i];
   }
   const Scenario s = resolve_for_simulation(load_scenario_file(path), o);
   const auto t0 = std::chrono::steady_clock::now();
+  if (simulate_only) {  // the simulator alone, into a counter
+    Count c;
+    const SimResult r = simulate(s, o, c);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: %d ranks x %lld steps simulated\n", s.name.c_str(), s.world_size, static_cast<long long>(s.steps));
+    std::printf("records %lld (%lld step, %lld heartbeats), wall %.2f s, %.2f M records/s, peak RSS %.0f MiB\n",
+                static_cast<long long>(r.records), static_cast<long long>(r.step_records),
+                static_cast<long long>(r.heartbeats), wall, r.records / wall / 1e6, peak_rss_mib());
+    return 0;
+  }
   DetectorConfig cfg;
   cfg.world_size = s.world_size;
   Triage t(cfg);

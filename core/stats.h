@@ -11,16 +11,17 @@ namespace flatline {
 // The median of `v`: the middle value, or the mean of the two middle values of an even count. NaN
 // values are left out (a sample that was not there); NaN when nothing is left. Reorders `v` (O(n): no
 // sort), so a caller that keeps a scratch buffer allocates nothing.
-inline double median_in_place(std::vector<double>& v) {
-  const auto end = std::partition(v.begin(), v.end(), [](double x) { return !std::isnan(x); });
-  const size_t n = static_cast<size_t>(end - v.begin());
+inline double median_in_place(double* first, double* last) {
+  double* const end = std::partition(first, last, [](double x) { return !std::isnan(x); });
+  const size_t n = static_cast<size_t>(end - first);
   if (n == 0) return std::nan("");
-  const auto mid = v.begin() + static_cast<long>(n / 2);
-  std::nth_element(v.begin(), mid, end);
+  double* const mid = first + n / 2;
+  std::nth_element(first, mid, end);
   double m = *mid;
-  if (n % 2 == 0) m = (m + *std::max_element(v.begin(), mid)) / 2;
+  if (n % 2 == 0) m = (m + *std::max_element(first, mid)) / 2;
   return m;
 }
+inline double median_in_place(std::vector<double>& v) { return median_in_place(v.data(), v.data() + v.size()); }
 
 inline double median(std::vector<double> v) { return median_in_place(v); }
 

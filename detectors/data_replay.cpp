@@ -33,6 +33,7 @@
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
 #include "detectors/data_replay.h"
 
+#include <array>
 #include <vector>
 
 #include "detectors/hash_history.h"
@@ -52,8 +53,9 @@ using namespace data_replay;  // its thresholds (detectors/data_replay.h)
 constexpr size_t kHashBudget = size_t{1} << 20, kMinPerRank = 1024;
 // Anchors per rank (see Window): 32 + 16 x 16 = 288 hashes, 4.6 KiB of slots; 75 MB at 16,384 ranks.
 constexpr int64_t kOriginAnchors = 32, kEpochAnchors = 16, kAnchoredEpochs = 16;
+constexpr uint32_t kBloomBits = 4096;  // a rank's filter over its anchors (512 bytes; 2 MB at 4096 ranks)
 
-class DataReplay final : public BlockDetector<DataReplay> {
+class DataReplay final : public BlockDetector {
  public:
   explicit DataReplay(const DetectorConfig& c)
       : gate_(c.world_size, /*exact_positions=*/true),
@@ -61,23 +63,44 @@ class DataReplay final : public BlockDetector<DataReplay> {
   const char* cause() const override { return "data_replay"; }
   bool expensive() const override { return true; }  // a hash table per rank
 
-  void observe(const Record& r) override {
-    if (r.kind == RecordKind::event && r.name == "resume" && r.rank >= 0) {
-      Rank& s = ranks_[r.rank];
-      if (s.first_seen) s.first_seen->forget_after(r.step);
-      if (s.origin) s.origin->forget_after(r.step);
-      if (s.epochs) s.epochs->forget_after(r.step);
-      s.n_last = 0;
-      return;
-    }
-    if (r.kind != RecordKind::step || r.rank < 0) return;
+  void observe_event(const Record& r) override {
+    if (r.kind != RecordKind::event || r.name != "resume" || r.rank < 0) return;
+    Rank& s = rank(r.rank);
+    s.first_seen.forget_after(r.step);
+    s.origin.forget_after(r.step);
+    s.epochs.forget_after(r.step);
+    s.n_last = 0;
+  }
+
+  // One pass over the block's step rows; each row's hash mixed once for the three tables, and the line
+  // of the table it will look in asked of memory kAhead rows before (at fleet scale the tables miss the
+  // cache).
+  void observe_block(const StepBlock& b) override {
+    const size_t n = b.rows();
+    if (n == 0) return;
     any_steps_ = true;
-    Rank& s = ranks_[r.rank];
-    if (!s.first_seen) s.first_seen.emplace(per_rank_);
-    ++s.ordinal;
-    if (r.batch_hash) on_hash(r, s);
-    if (r.samples_seen && !r.batch_hash && !s.hashed) on_position(r, s);
-    gate_.advance(r.rank, static_cast<double>(s.ordinal));
+    if (b.lockstep) {
+      if (ranks_.size() < n) ranks_.resize(n, Rank(per_rank_));
+      gate_.next_all(static_cast<int>(n));
+    }
+    constexpr size_t kAhead = 8;  // a power of two
+    uint32_t tags[kAhead];
+    for (size_t i = 0; i < n + kAhead; ++i) {
+      if (i < n) {
+        tags[i % kAhead] = HashHistory::tag_of(b.batch_hash[i]);
+        if (b.lockstep) ranks_[i].first_seen.prefetch(tags[i % kAhead]);
+      }
+      if (i < kAhead) continue;
+      const size_t row = i - kAhead;
+      const int r = b.rank[row];
+      if (r < 0) continue;
+      Rank& s = b.lockstep ? ranks_[static_cast<size_t>(r)] : rank(r);
+      const double ord = b.lockstep ? static_cast<double>(++s.ordinal) : gate_.next(r);
+      if (!b.lockstep) ++s.ordinal;
+      const uint64_t f = b.flags[row];
+      if (f & StepBlock::kBatchHash) on_hash(b, row, tags[row % kAhead], r, ord, s);
+      else if ((f & StepBlock::kSamplesSeen) && !s.hashed) on_position(b, row, r, ord, s);
+    }
     gate_.poll();
   }
   void finish(double) override { gate_.flush(); }
@@ -88,7 +111,7 @@ class DataReplay final : public BlockDetector<DataReplay> {
     if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
     if (!hashed_) return {cause(), CheckState::cannot_run, "missing batch_hash: log a hash of each batch's sample ids"};
     int64_t batches = 0, repeats = 0;
-    for (const auto& [rank, s] : ranks_) {
+    for (const Rank& s : ranks_) {
       batches += s.distinct;
       repeats += s.repeats;
     }
@@ -100,93 +123,129 @@ class DataReplay final : public BlockDetector<DataReplay> {
   struct Seen {
     bool repeat;
     int64_t step, first_step;
-    uint64_t hash;
   };
   struct Rank {
+    explicit Rank(size_t per_rank = 1) : first_seen(per_rank), origin(kOriginAnchors), epochs(kEpochAnchors * kAnchoredEpochs) {}
     int64_t ordinal = 0, repeats = 0, distinct = 0;
     std::optional<int64_t> position, position_step;  // the last samples_seen and its step
     bool hashed = false;                             // this rank logs batch hashes
-    std::optional<HashHistory> first_seen;  // hash -> step it was first seen at (the latest per_rank_)
-    std::optional<HashHistory> origin, epochs;  // the anchors (see Window)
+    HashHistory first_seen;                          // hash -> step it was first seen at (the latest per_rank_)
+    HashHistory origin, epochs;                      // the anchors (see Window)
     int64_t origin_n = 0, epoch_n = 0;
-    std::optional<int64_t> epoch;               // of the last hashed record
-    Seen last[kWindow];                     // the last kWindow hashed records, oldest first
-    size_t n_last = 0;
+    bool has_epoch = false;                          // the `epoch` of the last new hashed record, if any
+    int64_t epoch = 0;
+    // the last kWindow hashed records, a ring: the newest at last[(head + kWindow - 1) % kWindow]
+    Seen last[kWindow];
+    size_t n_last = 0, head = 0;
+    // A Bloom filter over the anchors' tags (two bits of kBloomBits each): most new hashes are no anchor,
+    // and one test says so without looking in the two tables. It may hold anchors the tables forgot (a
+    // filter only ever needs to be a superset); it is rebuilt from the tables once kBloomBits / 16
+    // anchors were added since it was last.
+    std::array<uint64_t, kBloomBits / 64> bloom{};
+    int64_t bloom_adds = 0;
+    bool maybe_anchor(uint32_t t) const {
+      const uint32_t a = t % kBloomBits, c = (t >> 12) % kBloomBits;
+      return (bloom[a / 64] >> (a % 64) & 1) & (bloom[c / 64] >> (c % 64) & 1);
+    }
+    void set_bits(uint32_t t) {
+      const uint32_t a = t % kBloomBits, c = (t >> 12) % kBloomBits;
+      bloom[a / 64] |= uint64_t{1} << (a % 64);
+      bloom[c / 64] |= uint64_t{1} << (c % 64);
+    }
+    void add_anchor(uint32_t t) {
+      if (++bloom_adds > static_cast<int64_t>(kBloomBits / 16)) {  // the tables turned over: start afresh
+        bloom.fill(0);
+        bloom_adds = 0;
+        origin.for_each_tag([this](uint32_t x) { set_bits(x); });
+        epochs.for_each_tag([this](uint32_t x) { set_bits(x); });
+      }
+      set_bits(t);
+    }
   };
 
-  void on_hash(const Record& r, Rank& s) {
+  Rank& rank(int r) {
+    if (static_cast<size_t>(r) >= ranks_.size()) ranks_.resize(static_cast<size_t>(r) + 1, Rank(per_rank_));
+    return ranks_[static_cast<size_t>(r)];
+  }
+
+  // Row i of rank r, its hash's tag t (HashHistory::tag_of).
+  void on_hash(const StepBlock& b, size_t i, uint32_t t, int r, double ord, Rank& s) {
     hashed_ = true;
     s.hashed = true;
-    const uint64_t h = *r.batch_hash;
-    auto [seen_step, inserted] = s.first_seen->find_or_insert(h, r.step);
+    const int64_t step = b.step[i];
+    auto [seen_step, inserted] = s.first_seen.find_or_insert_tag(t, step);
     if (inserted) {
       // New to the history: an anchor (a batch too old for the history) when it is one; else, at the
       // start of the run or of an epoch, it becomes one.
-      if (!s.origin) {
-        s.origin.emplace(kOriginAnchors);
-        s.epochs.emplace(kEpochAnchors * kAnchoredEpochs);
-      }
-      if (r.epoch != s.epoch) s.epoch_n = 0;
-      s.epoch = r.epoch;
+      const bool has_epoch = b.flags[i] & StepBlock::kEpoch;
+      const int64_t epoch = b.epoch[i];
+      if (has_epoch != s.has_epoch || (has_epoch && epoch != s.epoch)) s.epoch_n = 0;
+      s.has_epoch = has_epoch;
+      s.epoch = epoch;
       // (while the history has forgotten nothing, it holds every anchor: nothing to look up)
       std::optional<int64_t> old;
-      if (s.first_seen->evicted()) {
-        old = s.origin->find(h, r.step);
-        if (!old) old = s.epochs->find(h, r.step);
+      if (s.first_seen.evicted() && s.maybe_anchor(t)) {
+        old = s.origin.find_tag(t, step);
+        if (!old) old = s.epochs.find_tag(t, step);
       }
-      if (old && *old != r.step) {
+      if (old && *old != step) {
         seen_step = *old;
         inserted = false;
       } else if (!old) {
         if (s.origin_n < kOriginAnchors) {
           ++s.origin_n;
-          s.origin->find_or_insert(h, r.step);
+          s.origin.find_or_insert_tag(t, step);
+          s.add_anchor(t);
         }
-        if (r.epoch && s.epoch_n < kEpochAnchors) {
+        if (has_epoch && s.epoch_n < kEpochAnchors) {
           ++s.epoch_n;
-          s.epochs->find_or_insert(h, r.step);
+          s.epochs.find_or_insert_tag(t, step);
+          s.add_anchor(t);
         }
       }
     }
-    const bool repeat = !inserted && seen_step != r.step;  // same step again = a restart re-running it
+    const bool repeat = !inserted && seen_step != step;  // same step again = a restart re-running it
     if (repeat) ++s.repeats;
     if (inserted) ++s.distinct;
-    if (s.n_last == kWindow) {
-      for (size_t i = 1; i < kWindow; ++i) s.last[i - 1] = s.last[i];
-      --s.n_last;
-    }
-    s.last[s.n_last++] = {repeat, r.step, seen_step, h};
+    Seen& newest = s.last[s.head];
+    s.head = s.head + 1 == kWindow ? 0 : s.head + 1;
+    if (s.n_last < kWindow) ++s.n_last;
+    newest.repeat = repeat;
     if (!repeat) return;
+    newest.step = step, newest.first_step = seen_step;
+    // the window oldest first: n repeats in it, the first of them at position first_i
     int n = 0;
     const Seen* first = nullptr;
     size_t first_i = 0;
-    for (size_t i = 0; i < s.n_last; ++i)
-      if (s.last[i].repeat && n++ == 0) {
-        first = &s.last[i];
-        first_i = i;
+    for (size_t j = 0; j < s.n_last; ++j) {
+      const Seen& e = s.last[(s.head + kWindow - s.n_last + j) % kWindow];
+      if (e.repeat && n++ == 0) {
+        first = &e;
+        first_i = j;
       }
-    if (n < kRepeats) return;
-    gate_.offer(r.rank, static_cast<double>(s.ordinal),
-                Finding{cause(), -1, first->step, r.step, r.t, 0.9,
+    }
+    if (n < kRepeats || !gate_.would_take(r, ord)) return;  // (the evidence is formatted only for a candidate)
+    gate_.offer(r, ord,
+                Finding{cause(), -1, first->step, step, b.t[i], 0.9,
                         {fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",
-                                     r.step, seen_step, hex(h), n, s.n_last - first_i),
-                         fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r.rank,
-                                     first->step, first->first_step)}});
+                                     step, seen_step, hex(b.batch_hash[i]), n, s.n_last - first_i),
+                         fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r, first->step,
+                                     first->first_step)}});
   }
 
-  void on_position(const Record& r, Rank& s) {
-    const int64_t pos = *r.samples_seen;
-    if (s.position && r.step > *s.position_step && pos < *s.position)
-      gate_.offer(r.rank, static_cast<double>(s.ordinal),
-                  Finding{cause(), -1, r.step, r.step, r.t, 0.8,
+  void on_position(const StepBlock& b, size_t i, int r, double ord, Rank& s) {
+    const int64_t pos = b.samples_seen[i], step = b.step[i];
+    if (s.position && step > *s.position_step && pos < *s.position)
+      gate_.offer(r, ord,
+                  Finding{cause(), -1, step, step, b.t[i], 0.8,
                           {fmt::format("samples seen went back from {} to {} at step {} while the step advanced from {}: "
                                        "the data loader started over (a resume without the sampler's position)",
-                                       *s.position, pos, r.step, *s.position_step)}});
+                                       *s.position, pos, step, *s.position_step)}});
     s.position = pos;
-    s.position_step = r.step;
+    s.position_step = step;
   }
 
-  PerRank<Rank> ranks_;
+  std::vector<Rank> ranks_;
   RankGate gate_;
   size_t per_rank_;
   bool any_steps_ = false, hashed_ = false;

@@ -17,6 +17,32 @@ Registry<DetectorFactory>& registry() {
 
 }  // namespace
 
+void Detector::observe_block(const Record* records, size_t n) {
+  StepBlock b;
+  for (size_t i = 0; i < n; ++i) {
+    if (b.append(records[i])) continue;
+    if (!b.empty()) {
+      b.seal();
+      observe_block(b);
+      b.clear();
+    }
+    observe(records[i]);
+  }
+  if (!b.empty()) {
+    b.seal();
+    observe_block(b);
+  }
+}
+
+void BlockDetector::observe(const Record& r) {
+  if (r.kind != RecordKind::step && r.kind != RecordKind::heartbeat) return observe_event(r);
+  thread_local StepBlock one;
+  one.clear();
+  one.append(r);
+  one.seal();
+  observe_block(one);
+}
+
 const char* to_string(CheckState s) {
   switch (s) {
     case CheckState::pending: return "pending";

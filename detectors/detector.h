@@ -1,8 +1,10 @@
 // Detector: a streaming check for one cause of a flat loss (docs/DESIGN.md §2).
-// Plain C++ (no torch). A detector sees telemetry records one at a time, in arrival order: records of
-// one rank arrive in the order that rank wrote them, but ranks interleave arbitrarily (live tailing).
-// Anything a detector decides must therefore depend only on per-rank order, or wait until every rank
-// has reported a step, so that live runs and replays give the same finding.
+// Plain C++ (no torch). A detector sees telemetry in arrival order: records of one rank arrive in the
+// order that rank wrote them, but ranks interleave arbitrarily (live tailing). Anything a detector decides
+// must therefore depend only on per-rank order, or wait until every rank has reported a step, so that
+// live runs and replays give the same finding. The records come one at a time (observe) or as blocks of
+// columns (observe_block, telemetry/block.h: the fleet simulator's steps, a log read in bulk): the same
+// stream either way, and the same findings.
 //
 // Once a detector fires, its Finding is fixed (sticky). Detectors never throw on odd data (NaN, missing
 // fields, repeated steps): they ignore what they cannot use and report it through check().
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "run/causes.h"
+#include "telemetry/block.h"
 #include "telemetry/record.h"
 
 namespace flatline {
@@ -51,10 +54,13 @@ class Detector {
   virtual ~Detector() = default;
   virtual const char* cause() const = 0;
   virtual void observe(const Record& r) = 0;
-  // The same as observe() on each record in order; a detector may override it with a tighter loop.
-  virtual void observe_block(const Record* records, size_t n) {
-    for (size_t i = 0; i < n; ++i) observe(records[i]);
+  // Step records and heartbeats as a block (telemetry/block.h), in stream order: the same as observe()
+  // on each of its records. Default: that; a BlockDetector makes it a pass over the columns.
+  virtual void observe_block(const StepBlock& b) {
+    b.for_each_record([this](const Record& r) { observe(r); });
   }
+  // Records in order, the same as observe() on each: runs of step records and heartbeats as blocks.
+  void observe_block(const Record* records, size_t n);
   // The stream's clock has reached `now` (run time) with no further record: a live launcher says so
   // every poll, so a detector can judge silence (every rank stopped) on the launcher's clock.
   virtual void advance(double /*now*/) {}
@@ -64,19 +70,19 @@ class Detector {
   virtual std::optional<Finding> finding() const = 0;
   virtual CheckResult check() const = 0;
   // True for a detector that costs about as much as all the others together at fleet scale (per-rank
-  // tables that miss the cache): the triage gives it a thread of its own over large blocks.
+  // tables that miss the cache): the triage gives it a thread of its own.
   virtual bool expensive() const { return false; }
 };
 
-// A detector D whose blocks go through its own observe() with no virtual call per record (the triage
-// hands over blocks of thousands of records at fleet scale): class D final : public BlockDetector<D>.
-template <class D>
+// A detector whose work is a pass over blocks of columns (docs/DESIGN.md §2, "Passes over blocks"),
+// with its per-rank state in arrays: observe() hands a step record or a heartbeat over as a block of one
+// row or one beat, and any other record (an event, an eval) to observe_event().
 class BlockDetector : public Detector {
  public:
-  void observe_block(const Record* records, size_t n) final {
-    D& self = *static_cast<D*>(this);
-    for (size_t i = 0; i < n; ++i) self.D::observe(records[i]);
-  }
+  void observe(const Record& r) final;
+  void observe_block(const StepBlock& b) override = 0;
+  using Detector::observe_block;
+  virtual void observe_event(const Record& r) = 0;
 };
 
 std::unique_ptr<Detector> make_detector(const std::string& cause, const DetectorConfig& cfg);

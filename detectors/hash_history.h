@@ -1,13 +1,17 @@
 // HashHistory: the batch hashes one rank has trained on, each with the step it was first seen at,
 // for data_replay. Bounded: it keeps the most recent `cap` distinct hashes (the oldest is forgotten
-// first), so 1024 ranks x 100k steps stay within memory. Open addressing with linear probing and
-// backward-shift deletion (Knuth, TAOCP vol. 3, 6.4, Algorithm R): no allocation per record; the
-// table doubles while it is below 2 x cap slots, starting small so short runs stay small.
+// first), so 1024 ranks x 100k steps stay within memory.
 // A slot is 8 bytes, because at fleet scale (1024 ranks) cache misses on these tables dominate the
-// detector suite's time: the high 32 bits of the mixed hash as its tag (the slot index is derived from the tag;
-// a false match of two different batches is ~1e-9 per lookup at 4096 entries and data_replay needs
-// 2 repeats in 3 records) and the low 32 bits of the step, restored against the current step (exact
-// within 2^31 steps).
+// detector's time: the high 32 bits of the mixed hash as its tag (a false match of two different
+// batches is ~1e-9 per lookup at 4096 entries and data_replay needs 2 repeats in 3 records) and the low
+// 32 bits of the step, restored against the current step (exact within 2^31 steps).
+// Layout: buckets of kWays slots (64 bytes, one cache line: the 8 tags, then the 8 steps, so that one
+// AVX2 compare looks at a whole bucket), a tag's home bucket derived from it, linear probing from bucket
+// to bucket. An entry never moves once placed, so the insertion-order ring holds
+// slot positions and forgetting the oldest is one store; each bucket counts the entries that were
+// placed past it while it was full (spill), so a lookup stops at the first bucket that has none, and a
+// removal undoes its counts. The table is at most half full: it starts with room for min(cap, 4096)
+// entries and doubles when it needs more.
 #pragma once
 #include <cstddef>
 #include <algorithm>
@@ -16,6 +20,10 @@
 #include <utility>
 #include <vector>
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 namespace flatline::detail {
 
 class HashHistory {
@@ -23,76 +31,11 @@ class HashHistory {
   explicit HashHistory(std::size_t cap = 1 << 16) : cap_(cap < 1 ? 1 : cap) {}
   std::size_t size() const { return count_; }
 
-  // A resume from the checkpoint of step `step`: the steps after it were rolled back, so the batches
-  // first seen after it are forgotten (the re-run steps train them again, by design, and possibly at
-  // other step numbers: a resume at another world size re-shards them). Returns how many went.
-  std::size_t forget_after(int64_t step) {
-    if (count_ == 0) return 0;
-    std::vector<Slot> kept;  // oldest first
-    kept.reserve(count_);
-    const std::size_t n = ring_.size();
-    for (std::size_t k = 0; k < n; ++k) {
-      const uint32_t t = ring_[(head_ + k) % n];
-      const std::size_t i = slot_of(t);
-      if (empty(i)) continue;
-      const int64_t first = first_step(i, step);
-      if (first <= step) kept.push_back(slots_[i]);
-    }
-    const std::size_t gone = count_ - kept.size();
-    std::fill(slots_.begin(), slots_.end(), Slot{});
-    ring_.clear();
-    head_ = count_ = 0;
-    for (const Slot& k : kept) {
-      slots_[slot_of(k.tag)] = k;
-      ring_.push_back(k.tag);
-      ++count_;
-    }
-    return gone;
-  }
-
-  // The step `h` was first seen at, if it is known (nothing is remembered).
-  std::optional<int64_t> find(uint64_t h, int64_t step) const {
-    if (slots_.empty()) return std::nullopt;
-    const std::size_t i = slot_of(tag(h));
-    if (empty(i)) return std::nullopt;
-    return first_step(i, step);
-  }
-  // Whether it ever forgot its oldest to make room: from then on a hash it does not know may be old.
-  bool evicted() const { return evicted_; }
-
-  // The step `h` was first seen at and false when it is known; else remembers (h, step) and returns
-  // (step, true).
-  std::pair<int64_t, bool> find_or_insert(uint64_t h, int64_t step) {
-    if (slots_.empty()) resize(64);
-    const uint32_t t = tag(h);
-    std::size_t i = slot_of(t);
-    if (!empty(i)) return {first_step(i, step), false};
-    if (count_ == cap_) {  // forget the oldest
-      evicted_ = true;
-      erase(ring_[head_]);
-      ring_[head_] = t;
-      head_ = (head_ + 1) % cap_;
-      i = slot_of(t);
-    } else {
-      ring_.push_back(t);
-      if ((count_ + 1) * 2 > slots_.size()) {
-        resize(slots_.size() * 2);
-        i = slot_of(t);
-      }
-    }
-    slots_[i] = {t, static_cast<uint32_t>(step)};
-    ++count_;
-    return {step, true};
-  }
-
- private:
-  struct Slot {
-    uint32_t tag = 0;   // 0: empty
-    uint32_t step = 0;  // low 32 bits of the first step
-  };
-  // Mixed first (MurmurHash3's fmix64, a bijection): logs from elsewhere may carry hashes that are
-  // not well spread (small integers, sample ids), whose high 32 bits would all be equal.
-  static uint32_t tag(uint64_t h) {
+  // The tag a hash is looked up by (its high 32 bits after mixing, never 0): a row that looks in
+  // several tables mixes its hash once.
+  // Mixed first (MurmurHash3's fmix64, a bijection): logs from elsewhere may carry hashes that are not
+  // well spread (small integers, sample ids), whose high 32 bits would all be equal.
+  static uint32_t tag_of(uint64_t h) {
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
@@ -101,43 +44,182 @@ class HashHistory {
     const auto t = static_cast<uint32_t>(h >> 32);
     return t ? t : 1u;
   }
-  // Slot i's first step, restored from its low 32 bits against `step` (exact within 2^31 steps).
-  int64_t first_step(std::size_t i, int64_t step) const {
-    return step - static_cast<int32_t>(static_cast<uint32_t>(step) - slots_[i].step);
-  }
-  std::size_t ideal(uint32_t t) const { return static_cast<std::size_t>((t * 0x9e3779b97f4a7c15ULL) >> 24) & mask_; }
-  bool empty(std::size_t i) const { return slots_[i].tag == 0; }
-  std::size_t slot_of(uint32_t t) const {  // t's slot, or the empty slot where it would go
-    std::size_t i = ideal(t);
-    while (!empty(i) && slots_[i].tag != t) i = (i + 1) & mask_;
-    return i;
-  }
-  void resize(std::size_t n) {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(n, Slot{});
-    mask_ = n - 1;
-    for (const Slot& s : old)
-      if (s.tag) slots_[slot_of(s.tag)] = s;
-  }
-  void erase(uint32_t t) {
-    std::size_t i = slot_of(t);
-    if (empty(i)) return;
-    for (std::size_t j = (i + 1) & mask_; !empty(j); j = (j + 1) & mask_) {
-      const std::size_t k = ideal(slots_[j].tag);
-      const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);  // k in (i, j] cyclically
-      if (!stays) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
+
+  // A resume from the checkpoint of step `step`: the steps after it were rolled back, so the batches
+  // first seen after it are forgotten (the re-run steps train them again, by design, and possibly at
+  // other step numbers: a resume at another world size re-shards them). Returns how many went.
+  std::size_t forget_after(int64_t step) {
+    if (count_ == 0) return 0;
+    std::vector<Entry> kept;  // oldest first
+    kept.reserve(count_);
+    for (std::size_t k = 0; k < count_; ++k) {
+      const Entry e = entry(ring_[(head_ + k) % ring_.size()]);
+      if (first_step(e.step, step) <= step) kept.push_back(e);
     }
-    slots_[i] = Slot{};
+    const std::size_t gone = count_ - kept.size();
+    rebuild(kept, buckets_.size());
+    return gone;
+  }
+
+  // The step `h` was first seen at, if it is known (nothing is remembered).
+  std::optional<int64_t> find(uint64_t h, int64_t step) const { return find_tag(tag_of(h), step); }
+  std::optional<int64_t> find_tag(uint32_t t, int64_t step) const {
+    if (count_ == 0) return std::nullopt;
+    const std::size_t pos = lookup(t);
+    if (pos == kNone) return std::nullopt;
+    return first_step(buckets_[pos / kWays].step[pos % kWays], step);
+  }
+  // f(tag) for every tag it holds.
+  template <class F>
+  void for_each_tag(F f) const {
+    for (std::size_t k = 0; k < count_; ++k) f(entry(ring_[(head_ + k) % ring_.size()]).tag);
+  }
+  // Whether it ever forgot its oldest to make room: from then on a hash it does not know may be old.
+  bool evicted() const { return evicted_; }
+
+  // The step `h` was first seen at and false when it is known; else remembers (h, step) and returns
+  // (step, true).
+  std::pair<int64_t, bool> find_or_insert(uint64_t h, int64_t step) { return find_or_insert_tag(tag_of(h), step); }
+  __attribute__((always_inline)) std::pair<int64_t, bool> find_or_insert_tag(uint32_t t, int64_t step) {
+    if (buckets_.empty()) return insert_slow(t, step);
+    // The common case first: t's home bucket has no spill and a free slot, and the table needs no
+    // growth; the oldest entry (when full) is forgotten before t takes a slot.
+    const std::size_t b = home(t);
+    Bucket& B = buckets_[b];
+    if (const unsigned m = matches(B, t)) return {first_step(B.step[__builtin_ctz(m)], step), false};
+    if (spill_[b] != 0 || (count_ != cap_ && (count_ + 1) * 2 > buckets_.size() * kWays)) return insert_slow(t, step);
+    const uint32_t low = static_cast<uint32_t>(step);
+    if (count_ == cap_) {  // forget the oldest
+      evicted_ = true;
+      erase(ring_[head_]);
+      unsigned free = matches(B, 0);
+      if (!free) return insert_evicted(t, low, step);
+      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
+      B.tag[k] = t, B.step[k] = low;
+      ring_[head_] = static_cast<uint32_t>(b * kWays + k);
+      head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
+    } else {
+      const unsigned free = matches(B, 0);
+      if (!free) return insert_slow(t, step);
+      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
+      B.tag[k] = t, B.step[k] = low;
+      ring_.push_back(static_cast<uint32_t>(b * kWays + k));
+    }
+    ++count_;
+    return {step, true};
+  }
+
+  // Loads the cache line `t` would be found in (a pass over many ranks' rows asks first, then looks).
+  void prefetch(uint32_t t) const {
+    if (!buckets_.empty()) __builtin_prefetch(buckets_.data() + home(t));
+  }
+
+ private:
+  static constexpr std::size_t kWays = 8, kMinBuckets = 8, kStartEntries = 4096, kNone = ~std::size_t{0};
+  struct alignas(64) Bucket {
+    uint32_t tag[kWays] = {};   // 0: empty
+    uint32_t step[kWays] = {};  // low 32 bits of the first step
+  };
+  struct Entry {
+    uint32_t tag, step;
+  };
+
+  // A first step restored from its low 32 bits against `step` (exact within 2^31 steps).
+  static int64_t first_step(uint32_t low, int64_t step) {
+    return step - static_cast<int32_t>(static_cast<uint32_t>(step) - low);
+  }
+  Entry entry(std::size_t pos) const { return {buckets_[pos / kWays].tag[pos % kWays], buckets_[pos / kWays].step[pos % kWays]}; }
+  // find_or_insert_tag() for t not in the table, in general (a chain of buckets, growth, the first).
+  __attribute__((noinline)) std::pair<int64_t, bool> insert_slow(uint32_t t, int64_t step) {
+    if (buckets_.empty()) rebuild({}, start_buckets());
+    if (const std::size_t pos = lookup(t); pos != kNone)
+      return {first_step(buckets_[pos / kWays].step[pos % kWays], step), false};
+    const Entry e{t, static_cast<uint32_t>(step)};
+    if (count_ == cap_) {  // forget the oldest
+      evicted_ = true;
+      erase(ring_[head_]);
+      return insert_evicted(t, e.step, step);
+    }
+    if ((count_ + 1) * 2 > buckets_.size() * kWays) grow();
+    ring_.push_back(static_cast<uint32_t>(place(e)));
+    ++count_;
+    return {step, true};
+  }
+  // The oldest is forgotten already: t takes a slot, the ring its place.
+  __attribute__((noinline)) std::pair<int64_t, bool> insert_evicted(uint32_t t, uint32_t low, int64_t step) {
+    ring_[head_] = static_cast<uint32_t>(place({t, low}));
+    head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
+    ++count_;
+    return {step, true};
+  }
+  // Room for min(cap, kStartEntries) at the start: no growth at all at fleet scale (1024 entries a rank
+  // at 1024 ranks), a small table where the cap is large (a few ranks) until the run needs more.
+  std::size_t start_buckets() const {
+    std::size_t n = kMinBuckets;
+    while (n * kWays < 2 * std::min(cap_, kStartEntries)) n *= 2;
+    return n;
+  }
+  std::size_t home(uint32_t t) const { return static_cast<std::size_t>((t * 0x9e3779b97f4a7c15ULL) >> 24) & mask_; }
+  // Bit k set where bucket b's tag k is t.
+  static unsigned matches(const Bucket& b, uint32_t t) {
+#ifdef __AVX2__
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.tag));
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, _mm256_set1_epi32(static_cast<int>(t))))));
+#else
+    unsigned m = 0;
+    for (std::size_t k = 0; k < kWays; ++k) m |= static_cast<unsigned>(b.tag[k] == t) << k;
+    return m;
+#endif
+  }
+  std::size_t lookup(uint32_t t) const {
+    for (std::size_t b = home(t);; b = (b + 1) & mask_) {
+      if (const unsigned m = matches(buckets_[b], t)) return b * kWays + static_cast<std::size_t>(__builtin_ctz(m));
+      if (spill_[b] == 0) return kNone;
+    }
+  }
+  // Into the first free slot from its home bucket on; each full bucket passed counts it.
+  std::size_t place(Entry e) {
+    for (std::size_t b = home(e.tag);; b = (b + 1) & mask_) {
+      if (const unsigned m = matches(buckets_[b], 0)) {
+        const std::size_t k = static_cast<std::size_t>(__builtin_ctz(m));
+        buckets_[b].tag[k] = e.tag;
+        buckets_[b].step[k] = e.step;
+        return b * kWays + k;
+      }
+      ++spill_[b];
+    }
+  }
+  void erase(std::size_t pos) {
+    const std::size_t at = pos / kWays;
+    uint32_t& tag = buckets_[at].tag[pos % kWays];
+    for (std::size_t b = home(tag); b != at; b = (b + 1) & mask_) --spill_[b];
+    tag = 0;
     --count_;
+  }
+  void grow() {
+    std::vector<Entry> kept;
+    kept.reserve(count_);
+    for (std::size_t k = 0; k < count_; ++k) kept.push_back(entry(ring_[(head_ + k) % ring_.size()]));
+    rebuild(kept, buckets_.size() * 2);
+  }
+  // The table of `n` buckets (more if they would be over half full) holding `kept`, oldest first.
+  void rebuild(const std::vector<Entry>& kept, std::size_t n) {
+    while (n * kWays < kept.size() * 2) n *= 2;
+    buckets_.assign(n, Bucket{});
+    spill_.assign(n, 0);
+    mask_ = n - 1;
+    ring_.clear();
+    ring_.reserve(std::max(kept.size(), std::min(cap_, kStartEntries)));
+    head_ = 0;
+    for (const Entry& e : kept) ring_.push_back(static_cast<uint32_t>(place(e)));
+    count_ = kept.size();
   }
 
   std::size_t cap_, count_ = 0, head_ = 0, mask_ = 0;
   bool evicted_ = false;
-  std::vector<Slot> slots_;
-  std::vector<uint32_t> ring_;  // tags in insertion order, for forgetting the oldest
+  std::vector<Bucket> buckets_;
+  std::vector<uint32_t> spill_;  // per bucket: entries placed past it while it was full
+  std::vector<uint32_t> ring_;   // slot positions in insertion order (the oldest at head_ once full)
 };
 
 }  // namespace flatline::detail

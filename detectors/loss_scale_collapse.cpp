@@ -52,7 +52,9 @@
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
 #include "detectors/loss_scale_collapse.h"
 
-#include <map>
+#include <algorithm>
+#include <limits>
+#include <string_view>
 
 #include "detectors/rank_gate.h"
 #include "detectors/registry.h"
@@ -64,26 +66,106 @@ using namespace detail;
 
 using namespace loss_scale_collapse;  // its thresholds (detectors/loss_scale_collapse.h)
 
-class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
+// A rank's flags (bits of one int64 per rank, LossScaleCollapse::bits_).
+constexpr int64_t kQuiet = 1;        // every streak and stretch of the rules is at rest (Rank::quiet())
+constexpr int64_t kScaleLogged = 2;  // a loss_scale was logged
+constexpr int64_t kFlagsLogged = 4;  // an overflow or skipped flag was logged
+constexpr int64_t kApplied = 8;      // an applied (not skipped) step was seen
+constexpr int64_t kHasPrev = 16;     // the previous record's scale is known (more_rules' prev_scale)
+constexpr int64_t kFp16 = 32;        // fp16: a scale other than 1, or an overflow
+
+// The plain rows of a block in lockstep (row i = rank i): an applied step (no overflow, not skipped) whose
+// scale is finite and >= 1, on a rank whose rules are all at rest and whose flags this row does not
+// change, one step after the last, without a fall of the scale in a log without flags and without a
+// counted share of skips (h) that could fire: it only moves the running values (step, scale, the last
+// applied grad norm, the zero-gradient level, the opt_step count). Branch-free over 64-bit columns so
+// that it vectorises (kept out of line: once inlined, GCC 12 no longer vectorises it). odd[i] = 1 for a
+// row the rules must see in full; returns how many.
+__attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict ls, const uint64_t* __restrict flags,
+                                            const int64_t* __restrict step, const int64_t* __restrict opt,
+                                            const double* __restrict gn, const double* __restrict zf,
+                                            const int64_t* __restrict bits, int64_t* __restrict last,
+                                            double* __restrict scale_now, double* __restrict prev_scale,
+                                            double* __restrict last_gn, double* __restrict zero_base,
+                                            int64_t* __restrict count_step, int64_t* __restrict count_opt,
+                                            int64_t* __restrict odd) {
+  size_t n_odd = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t h = flags[i];
+    const double l = ls[i];
+    const int64_t flags = (h & (StepBlock::kOverflow | StepBlock::kSkipped)) != 0;
+    const int64_t want = kQuiet | kScaleLogged | kApplied | kHasPrev | (flags != 0 ? kFlagsLogged : 0) | (l != 1 ? kFp16 : 0);
+    int64_t ok = (h & StepBlock::kLossScale) != 0;  // one test a statement: GCC if-converts them so
+    ok &= l >= kLowScale;
+    ok &= l < std::numeric_limits<double>::infinity();
+    ok &= (h & (StepBlock::kOverflowValue | StepBlock::kSkippedValue)) == 0;
+    ok &= step[i] > last[i];
+    ok &= (bits[i] & want) == want;
+    ok &= 1 - ((1 - flags) & (l < prev_scale[i]));
+    // (h) as counted_skips() computes it: a row that could fire goes through the rules
+    const int64_t has_opt = (h & StepBlock::kOptStep) / StepBlock::kOptStep, origin = count_step[i] < 0;
+    const int64_t s0 = origin != 0 ? 0 : count_step[i], o0 = origin != 0 ? 0 : count_opt[i];
+    const int64_t steps = step[i] - s0, applied = opt[i] - o0, skipped = steps - applied;
+    const int64_t d0 = s0 - o0, before = origin != 0 ? 0 : (d0 > 0 ? d0 : 0), room = kInitialSearchMax - before;
+    const int64_t beyond = skipped - (room > 0 ? room : 0);
+    ok &= 1 - (has_opt & (steps > 0) & (applied >= 0) & (skipped >= 0) & (beyond >= kCountedSkips));
+    odd[i] = 1 - ok;
+    n_odd += static_cast<size_t>(1 - ok);
+    last[i] = ok != 0 ? step[i] : last[i];
+    scale_now[i] = ok != 0 ? l : scale_now[i];
+    prev_scale[i] = ok != 0 ? l : prev_scale[i];
+    last_gn[i] = (ok & (gn[i] - gn[i] == 0)) != 0 ? gn[i] : last_gn[i];
+    zero_base[i] = (ok & (zf[i] - zf[i] == 0)) != 0 ? zf[i] : zero_base[i];
+    count_step[i] = (ok & has_opt) != 0 ? step[i] : count_step[i];
+    count_opt[i] = (ok & has_opt) != 0 ? opt[i] : count_opt[i];
+  }
+  return n_odd;
+}
+
+class LossScaleCollapse final : public BlockDetector {
  public:
   explicit LossScaleCollapse(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
   const char* cause() const override { return "loss_scale_collapse"; }
 
-  void observe(const Record& r) override {
-    if (r.kind == RecordKind::event && r.rank >= 0 && r.name == "error" && min_scale_error(r.detail)) {
-      Rank& s = ranks_[r.rank];
-      s.fp16 = true;
-      fire(r, s, s.streak > 0 ? s.streak_first : r.step, 0.95,
-           {fmt::format("the loss scaler reached its minimum and the run exits: \"{}\"", r.detail)});
-      gate_.poll();
-      return;
-    }
-    if (r.kind != RecordKind::step || r.rank < 0) return;
+  void observe_event(const Record& r) override {
+    if (r.kind != RecordKind::event || r.rank < 0 || r.name != "error" || !min_scale_error(r.detail)) return;
+    const size_t k = static_cast<size_t>(r.rank);
+    grow(k + 1);
+    present_[k] = 1;
+    bits_[k] |= kFp16;
+    const Rank& x = rare_[k];
+    gate_.offer(r.rank, std::max(0.0, gate_.position(r.rank)),
+                Finding{cause(), -1, x.streak > 0 ? x.streak_first : r.step, r.step, r.t, 0.95,
+                        {fmt::format("the loss scaler reached its minimum and the run exits: \"{}\"", r.detail)}});
+    gate_.poll();
+  }
+
+  // One pass over the block's step rows: in a block in lockstep the plain rows in one vectorised loop
+  // (plain_rows) and the others through on_step(), the rules in full; else every row through on_step().
+  void observe_block(const StepBlock& b) override {
+    const size_t n = b.rows();
+    if (n == 0) return;
     any_steps_ = true;
-    Rank& s = ranks_[r.rank];
-    ++s.ordinal;
-    on_step(r, s);
-    gate_.advance(r.rank, static_cast<double>(s.ordinal));
+    if (b.lockstep) {
+      grow(n);
+      if (dense_ < n) std::fill(present_.begin(), present_.begin() + static_cast<long>(n), 1), dense_ = n;
+      gate_.next_all(static_cast<int>(n));
+      odd_.resize(n);
+      size_t odd = plain_rows(n, b.loss_scale.data(), b.flags.data(), b.step.data(),
+                              b.opt_step.data(), b.grad_norm.data(), b.grad_zero_frac.data(), bits_.data(),
+                              last_step_.data(), scale_.data(), prev_scale_.data(), last_gn_.data(),
+                              zero_base_.data(), count_step_.data(), count_opt_.data(), odd_.data());
+      for (size_t i = 0; odd && i < n; ++i)
+        if (odd_[i]) on_step(b, i, static_cast<int>(i), gate_.position(static_cast<int>(i))), --odd;
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const int r = b.rank[i];
+        if (r < 0) continue;
+        grow(static_cast<size_t>(r) + 1);
+        present_[static_cast<size_t>(r)] = 1;
+        on_step(b, i, r, gate_.next(r));
+      }
+    }
     gate_.poll();
   }
   void finish(double) override { gate_.flush(); }
@@ -92,14 +174,15 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
   CheckResult check() const override {
     if (auto f = gate_.finding()) return {cause(), CheckState::fail, f->evidence.empty() ? "" : f->evidence.front()};
     if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
-    for (const auto& [rank, s] : ranks_) {
-      if (!s.fp16) continue;
+    for (size_t k = 0; k < present_.size(); ++k) {
+      if (!present_[k] || !(bits_[k] & kFp16)) continue;
       return {cause(), CheckState::pass,
               fmt::format("fp16: loss scale {} at step {}; {} skipped step(s), initial scale search {} step(s)",
-                          scale(s.scale), s.last_step, s.skipped_total, s.initial_search)};
+                          scale(scale_[k]), last_step_[k], rare_[k].skipped_total, rare_[k].initial_search)};
     }
     bool scale_logged = false, flags_logged = false;
-    for (const auto& [rank, s] : ranks_) scale_logged |= s.scale_logged, flags_logged |= s.flags_logged;
+    for (size_t k = 0; k < present_.size(); ++k)
+      if (present_[k]) scale_logged |= (bits_[k] & kScaleLogged) != 0, flags_logged |= (bits_[k] & kFlagsLogged) != 0;
     // Nothing logged of the scaler (an HF trainer_state.json): whether it is fp16 is not known, so the
     // check has not run; a pass would claim what no record says.
     if (!scale_logged && !flags_logged)
@@ -110,13 +193,12 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
   }
 
  private:
+  // What only the rules in full read and write, per rank. The running values every row moves are in
+  // the arrays below (bits_, last_step_, scale_, ...).
   struct Rank {
-    int64_t ordinal = 0, last_step = -1, skipped_total = 0, initial_search = 0;
-    bool fp16 = false, scale_logged = false, flags_logged = false, applied_seen = false;
-    double scale = 1;
+    int64_t skipped_total = 0, initial_search = 0;
     // (a) skip streak
     int streak = 0, unexplained = 0;
-    double last_grad_norm = -1;  // of the last applied step (unscaled); -1: unknown
     int64_t streak_first = -1;
     double streak_scale0 = 1;
     bool streak_initial = false;
@@ -128,15 +210,14 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
     int floor_n = 0;
     int64_t floor_first = -1;
     double floor_scale = 0;
-    // (e)-(g)
-    int64_t prev_step = -1;
-    std::optional<double> prev_scale;
-    double zero_base = -1;  // grad_zero_frac on the last record at scale >= 1
+    // (f), (g)
     int rising = 0, falls = 0;
     int64_t fall_first = -1;
     double fall_scale0 = 1;
-    // (h) the last record with an opt_step
-    int64_t count_step = -1, count_opt = -1;
+    bool quiet() const {  // what a plain row leaves (plain_rows): every rule at rest
+      return streak == 0 && low_first == -1 && underflow == 0 && floor_n == 0 && rising == 0 && falls == 0 &&
+             fall_first == -1;
+    }
   };
 
   static bool min_scale_error(std::string_view d) {
@@ -144,175 +225,211 @@ class LossScaleCollapse final : public BlockDetector<LossScaleCollapse> {
            d.find("cannot decrease scale") != std::string_view::npos;
   }
 
-  void on_step(const Record& r, Rank& s) {
-    s.last_step = r.step;
-    const double prev_scale = s.scale;
-    if (finite(r.loss_scale)) {
-      s.scale_logged = true;
-      s.scale = *r.loss_scale;
-      if (s.scale != 1) s.fp16 = true;
+  void grow(size_t n) {
+    if (present_.size() >= n) return;
+    present_.resize(n, 0), bits_.resize(n, kQuiet), last_step_.resize(n, -1), count_step_.resize(n, -1);
+    count_opt_.resize(n, -1), scale_.resize(n, 1), prev_scale_.resize(n, 0), last_gn_.resize(n, -1);
+    zero_base_.resize(n, -1), rare_.resize(n);
+  }
+
+  // Row i of rank r (its ordinal `ord`): every rule (the header's list).
+  void on_step(const StepBlock& b, size_t i, int r, double ord) {
+    const size_t k = static_cast<size_t>(r);
+    Rank& s = rare_[k];
+    int64_t& bits = bits_[k];
+    const uint64_t h = b.flags[i];
+    const int64_t step = b.step[i], prev_step = last_step_[k];  // the step before this row
+    last_step_[k] = step;
+    const double prev_scale = scale_[k];
+    const double lsv = b.loss_scale[i];
+    const bool ls_ok = (h & StepBlock::kLossScale) && std::isfinite(lsv);
+    if (ls_ok) {
+      bits |= kScaleLogged;
+      scale_[k] = lsv;
+      if (lsv != 1) bits |= kFp16;
     }
-    if (r.overflow || r.skipped) s.flags_logged = true;
-    const bool overflow = r.overflow.value_or(r.skipped.value_or(false));
-    const bool bad = overflow || r.skipped.value_or(false);
-    if (overflow) s.fp16 = true;
+    const bool has_ov = h & StepBlock::kOverflow, has_sk = h & StepBlock::kSkipped;
+    if (has_ov || has_sk) bits |= kFlagsLogged;
+    const bool skipped = b.skipped(i);  // false when absent
+    const bool overflow = has_ov ? b.overflow(i) : skipped;
+    const bool bad = overflow || skipped;
+    if (overflow) bits |= kFp16;
+    const double zf = b.grad_zero_frac[i], gn = b.grad_norm[i];  // NaN when absent
     // for the evidence only: formatted when it fires, not on every step
-    auto zero = [&r] {
-      return finite(r.grad_zero_frac) && *r.grad_zero_frac >= 0.01
-                 ? fmt::format(", {:.0f}% of grads zero", 100 * *r.grad_zero_frac)
-                 : std::string();
+    auto zero = [zf] {
+      return std::isfinite(zf) && zf >= 0.01 ? fmt::format(", {:.0f}% of grads zero", 100 * zf) : std::string();
     };
+    auto fp16 = [&bits] { return (bits & kFp16) != 0; };
     // --- (a) a streak of skipped steps
     if (bad) {
       ++s.skipped_total;
       if (s.streak++ == 0) {
-        s.streak_first = r.step;
-        s.streak_scale0 = finite(r.loss_scale) ? *r.loss_scale : prev_scale;
-        s.streak_initial = !s.applied_seen;
+        s.streak_first = step;
+        s.streak_scale0 = ls_ok ? lsv : prev_scale;
+        s.streak_initial = !(bits & kApplied);
         s.unexplained = 0;
       }
-      const double used = finite(r.loss_scale) ? *r.loss_scale : s.scale;
-      if (s.last_grad_norm >= 0 && used * s.last_grad_norm < kFp16Max / 2) ++s.unexplained;
+      const double used = ls_ok ? lsv : scale_[k];
+      const double lgn = last_gn_[k];
+      if (lgn >= 0 && used * lgn < kFp16Max / 2) ++s.unexplained;
       if (s.streak_initial) s.initial_search = s.streak;
-      const bool judged = s.last_grad_norm >= 0;
-      const bool fires = s.streak_initial
-                             ? (s.streak > kInitialSearchMax || s.scale < kFarAboveFloor)
-                             : (judged ? s.streak >= kSkipStreak && s.unexplained >= kUnexplained
-                                       : s.streak >= kBlindStreak);
-      if (fires && s.fp16) {
+      const bool judged = lgn >= 0;
+      const bool fires = s.streak_initial ? (s.streak > kInitialSearchMax || scale_[k] < kFarAboveFloor)
+                                          : (judged ? s.streak >= kSkipStreak && s.unexplained >= kUnexplained
+                                                    : s.streak >= kBlindStreak);
+      if (fires && fp16()) {
         std::vector<std::string> ev{
             fmt::format("loss scale {} -> {} over steps {}..{}, {} steps skipped{}{}", scale(s.streak_scale0),
-                        scale(s.scale), s.streak_first, r.step, s.streak, zero(),
+                        scale(scale_[k]), s.streak_first, step, s.streak, zero(),
                         !s.streak_initial                ? ""
                         : s.streak > kInitialSearchMax ? " (initial scale search never ends)"
                                                        : " (initial scale search down to its floor)")};
         if (!s.streak_initial && judged)
           ev.push_back(fmt::format("{} overflow(s) at scale x grad_norm ({} x {}) below half the fp16 max: not the "
                                    "scale, an inf in the model",
-                                   s.unexplained, scale(used), num(s.last_grad_norm)));
-        fire(r, s, s.streak_first, 0.85, std::move(ev));
+                                   s.unexplained, scale(used), num(lgn)));
+        fire(b, i, r, ord, s.streak_first, 0.85, std::move(ev));
       }
     } else {
       s.streak = 0;
-      s.applied_seen = true;
-      if (finite(r.grad_norm)) s.last_grad_norm = *r.grad_norm;
+      bits |= kApplied;
+      if (std::isfinite(gn)) last_gn_[k] = gn;
     }
     // --- (b) scale below 1 and the gradients underflow
-    if (finite(r.loss_scale) && *r.loss_scale < kLowScale) {
+    if (ls_ok && lsv < kLowScale) {
       if (s.low_first < 0) {
-        s.low_first = r.step;
+        s.low_first = step;
         s.low_scale0 = prev_scale;
       }
-      const bool under = (finite(r.grad_zero_frac) && *r.grad_zero_frac > kZeroFrac) ||
-                         (finite(r.grad_norm) && *r.grad_norm == 0);
+      const bool under = (std::isfinite(zf) && zf > kZeroFrac) || (std::isfinite(gn) && gn == 0);
       s.underflow = under ? s.underflow + 1 : 0;
-      if (s.underflow >= kLowSteps && s.fp16)
-        fire(r, s, s.low_first, 0.9,
+      if (s.underflow >= kLowSteps && fp16())
+        fire(b, i, r, ord, s.low_first, 0.9,
              {fmt::format("loss scale {} -> {} since step {}; gradients underflow{}{}", scale(s.low_scale0),
-                         scale(*r.loss_scale), s.low_first, zero(),
-                         finite(r.grad_norm) ? ", grad_norm " + num(*r.grad_norm) : "")});
-    } else if (finite(r.loss_scale)) {
+                          scale(lsv), s.low_first, zero(), std::isfinite(gn) ? ", grad_norm " + num(gn) : "")});
+    } else if (ls_ok) {
       s.low_first = -1;
       s.underflow = 0;
     }
-    more_rules(r, s, bad, zero);  // zero: formatted only when a rule fires
-    if (r.opt_step) counted_skips(r, s);
+    more_rules(b, i, r, ord, prev_step, bad, zero);  // zero: formatted only when a rule fires
+    if (h & StepBlock::kOptStep) counted_skips(b, i, r, ord);
+    bits = (bits & ~kQuiet) | (s.quiet() ? kQuiet : 0);
   }
 
   // (h) the share of steps the optimizer did not apply, from its own count.
-  void counted_skips(const Record& r, Rank& s) {
-    const bool from_origin = s.count_step < 0;
-    const int64_t step0 = from_origin ? 0 : s.count_step, opt0 = from_origin ? 0 : s.count_opt;
-    const int64_t steps = r.step - step0, applied = *r.opt_step - opt0, skipped = steps - applied;
-    s.count_step = r.step;  // a restart (the step falls) or a frozen step counter starts the count again
-    s.count_opt = *r.opt_step;
+  void counted_skips(const StepBlock& b, size_t i, int r, double ord) {
+    const size_t k = static_cast<size_t>(r);
+    const int64_t step = b.step[i], opt = b.opt_step[i];
+    const bool from_origin = count_step_[k] < 0;
+    const int64_t step0 = from_origin ? 0 : count_step_[k], opt0 = from_origin ? 0 : count_opt_[k];
+    const int64_t steps = step - step0, applied = opt - opt0, skipped = steps - applied;
+    count_step_[k] = step;  // a restart (the step falls) or a frozen step counter starts the count again
+    count_opt_[k] = opt;
     if (steps <= 0 || applied < 0 || skipped < 0) return;
     // the run's first kInitialSearchMax skips are its initial search, in whichever stretch they fall
     const int64_t before = from_origin ? 0 : std::max<int64_t>(0, step0 - opt0);
     const int64_t beyond = skipped - std::max<int64_t>(0, kInitialSearchMax - before);
     if (beyond < kCountedSkips || static_cast<double>(skipped) < kSkipFraction * static_cast<double>(steps)) return;
-    s.fp16 = true;
-    const int64_t onset = std::max(step0 + 1, r.step - skipped + 1);
-    fire(r, s, onset, 0.85,
+    bits_[k] |= kFp16;
+    const int64_t onset = std::max(step0 + 1, step - skipped + 1);
+    const Rank& s = rare_[k];
+    fire(b, i, r, ord, onset, 0.85,
          {fmt::format("{} of the {} steps {}..{} skipped ({:.0f}%; the optimizer applied {} updates: step - opt_step, "
                       "DeepSpeed's skipped= counter): the loss scaler overflows on most steps{}",
-                      skipped, steps, step0 + 1, r.step, 100.0 * static_cast<double>(skipped) / static_cast<double>(steps),
-                      applied, s.scale <= kFloor && s.skipped_total > 0 ? fmt::format(", at its floor ({})", scale(s.scale)) : "")});
+                      skipped, steps, step0 + 1, step, 100.0 * static_cast<double>(skipped) / static_cast<double>(steps),
+                      applied,
+                      scale_[k] <= kFloor && s.skipped_total > 0 ? fmt::format(", at its floor ({})", scale(scale_[k]))
+                                                                 : "")});
   }
 
   // (c) floor, (e) clamp, (f) rising zeros, (g) a fall below 1 without flags (the header's list).
   template <class Zero>
-  void more_rules(const Record& r, Rank& s, bool bad, const Zero& zero) {
-    const bool advanced = s.prev_step < 0 || r.step > s.prev_step;
-    const std::optional<double> ls = finite(r.loss_scale) ? r.loss_scale : std::nullopt;
+  void more_rules(const StepBlock& b, size_t i, int r, double ord, int64_t prev_step, bool bad, const Zero& zero) {
+    const size_t k = static_cast<size_t>(r);
+    Rank& s = rare_[k];
+    int64_t& bits = bits_[k];
+    const uint64_t h = b.flags[i];
+    const int64_t step = b.step[i];
+    const bool advanced = prev_step < 0 || step > prev_step;
+    const bool has_ls = (h & StepBlock::kLossScale) && std::isfinite(b.loss_scale[i]);
+    const double ls = b.loss_scale[i], zf = b.grad_zero_frac[i];
+    const bool fp16 = bits & kFp16;
     if (!advanced) {  // a restart re-runs steps: the scales before it say nothing about this one
-      s.prev_scale.reset();
+      bits &= ~kHasPrev;
       s.falls = s.rising = s.floor_n = 0;
     }
     // (c)
-    if (bad && s.fp16) {
-      const double used = s.scale;  // on_step took the logged scale when there is one
+    if (bad && fp16) {
+      const double used = scale_[k];  // on_step took the logged scale when there is one
       if (used <= kFloor || (s.floor_n > 0 && used >= s.floor_scale)) {
-        if (s.floor_n++ == 0) s.floor_first = r.step;
+        if (s.floor_n++ == 0) s.floor_first = step;
         s.floor_scale = used;
         if (s.floor_n >= kFloorOverflows)
-          fire(r, s, s.streak > 0 ? s.streak_first : s.floor_first, 0.9,
+          fire(b, i, r, ord, s.streak > 0 ? s.streak_first : s.floor_first, 0.9,
                {fmt::format("loss scale at its floor ({}) and still overflowing: {} overflows in a row since step {} "
                             "without the scale falling",
                             scale(used), s.floor_n, s.floor_first)});
       } else {
         s.floor_n = used <= kFloor ? 1 : 0;
-        s.floor_first = r.step;
+        s.floor_first = step;
         s.floor_scale = used;
       }
     } else if (!bad) {
       s.floor_n = 0;
     }
-    if (ls) {
+    if (has_ls) {
+      const bool has_prev = bits & kHasPrev;
+      const double prev = prev_scale_[k];
       // (e)
-      if (advanced && s.prev_scale && *ls < *s.prev_scale && *ls < kLowScale && r.overflow.has_value() &&
-          !*r.overflow && !r.skipped.value_or(false))
-        fire(r, s, r.step, 0.9,
-             {fmt::format("loss scale {} -> {} at step {} with no overflow: the scaler is clamped{}", scale(*s.prev_scale),
-                          scale(*ls), r.step, zero())});
+      if (advanced && has_prev && ls < prev && ls < kLowScale && (h & StepBlock::kOverflow) && !b.overflow(i) &&
+          !b.skipped(i))
+        fire(b, i, r, ord, step, 0.9,
+             {fmt::format("loss scale {} -> {} at step {} with no overflow: the scaler is clamped{}", scale(prev),
+                          scale(ls), step, zero())});
       // (f)
-      if (*ls >= kLowScale) {
-        if (finite(r.grad_zero_frac)) s.zero_base = *r.grad_zero_frac;
+      if (ls >= kLowScale) {
+        if (std::isfinite(zf)) zero_base_[k] = zf;
         s.rising = 0;
-      } else if (s.fp16 && s.zero_base >= 0 && finite(r.grad_zero_frac) && *r.grad_zero_frac >= s.zero_base + kZeroRise) {
+      } else if (fp16 && zero_base_[k] >= 0 && std::isfinite(zf) && zf >= zero_base_[k] + kZeroRise) {
         if (++s.rising >= kLowSteps)
-          fire(r, s, s.low_first >= 0 ? s.low_first : r.step, 0.85,
+          fire(b, i, r, ord, s.low_first >= 0 ? s.low_first : step, 0.85,
                {fmt::format("loss scale {} since step {}; exactly-zero gradients rose from {:.1f}% to {:.1f}%: they "
                             "underflow in fp16",
-                            scale(*ls), s.low_first >= 0 ? s.low_first : r.step, 100 * s.zero_base,
-                            100 * *r.grad_zero_frac)});
+                            scale(ls), s.low_first >= 0 ? s.low_first : step, 100 * zero_base_[k], 100 * zf)});
       } else {
         s.rising = 0;
       }
       // (g)
-      const bool flagless = !r.overflow.has_value() && !r.skipped.has_value();
-      if (flagless && advanced && s.prev_scale && *ls < *s.prev_scale) {
-        if (s.fall_first < 0) s.fall_first = s.prev_step, s.fall_scale0 = *s.prev_scale;
-        if (*ls < kLowScale && ++s.falls >= kFalls)
-          fire(r, s, s.fall_first, 0.8,
+      const bool flagless = !(h & StepBlock::kOverflow) && !(h & StepBlock::kSkipped);
+      if (flagless && advanced && has_prev && ls < prev) {
+        if (s.fall_first < 0) s.fall_first = prev_step, s.fall_scale0 = prev;
+        if (ls < kLowScale && ++s.falls >= kFalls)
+          fire(b, i, r, ord, s.fall_first, 0.8,
                {fmt::format("loss scale {} -> {} over steps {}..{}, falling on every record: overflow after overflow "
                             "(the log has no overflow flags)",
-                            scale(s.fall_scale0), scale(*ls), s.fall_first, r.step)});
-      } else if (!(s.prev_scale && *ls == *s.prev_scale && *ls < kLowScale)) {
+                            scale(s.fall_scale0), scale(ls), s.fall_first, step)});
+      } else if (!(has_prev && ls == prev && ls < kLowScale)) {
         s.falls = 0;
         s.fall_first = -1;
       }
-      s.prev_scale = ls;
+      prev_scale_[k] = ls;
+      bits |= kHasPrev;
     }
-    s.prev_step = r.step;
   }
 
-  void fire(const Record& r, const Rank& s, int64_t onset, double confidence, std::vector<std::string> evidence) {
-    gate_.offer(r.rank, static_cast<double>(s.ordinal),
-                Finding{cause(), -1, onset, r.step, r.t, confidence, std::move(evidence)});
+  void fire(const StepBlock& b, size_t i, int r, double ord, int64_t onset, double confidence,
+            std::vector<std::string> evidence) {
+    gate_.offer(r, ord, Finding{cause(), -1, onset, b.step[i], b.t[i], confidence, std::move(evidence)});
   }
 
-  PerRank<Rank> ranks_;
+  // per rank: the running values in arrays a block's pass reads and writes (64-bit wide, so that
+  // plain_rows vectorises), the rest in rare_
+  std::vector<uint8_t> present_;
+  std::vector<int64_t> bits_, last_step_, count_step_, count_opt_;
+  std::vector<double> scale_, prev_scale_, last_gn_, zero_base_;
+  std::vector<Rank> rare_;
+  std::vector<int64_t> odd_;  // scratch: the rows of a block that take the rules in full
+  size_t dense_ = 0;          // ranks 0..dense_-1 are present (a block in lockstep had them)
   RankGate gate_;
   bool any_steps_ = false;
 };

@@ -58,37 +58,61 @@ void Plateau::observe(const Record& r) {
   // A log of held-out losses only (a Lightning CSV of validation rows): they are the loss curve, as long
   // as no training loss has come.
   if (r.kind == RecordKind::eval && r.rank >= 0 && r.eval_loss && std::isfinite(*r.eval_loss) && !train_seen_) {
-    Record e;
-    e.kind = RecordKind::step;
-    e.rank = r.rank;
-    e.step = r.step;
-    e.loss = r.eval_loss;
-    observe_value(e);
+    observe_value(r.rank, r.step, *r.eval_loss, std::nan(""));
     eval_only_ = true;
     return;
   }
   if (r.kind != RecordKind::step || r.rank < 0) return;
-  if ((r.loss_avg && std::isfinite(*r.loss_avg)) || (r.loss && std::isfinite(*r.loss))) {
+  observe_row(r.rank, r.step, r.loss ? *r.loss : std::nan(""), r.loss_avg ? *r.loss_avg : std::nan(""));
+}
+
+void Plateau::observe_row(int rank, int64_t step, double loss, double loss_avg) {
+  if (std::isfinite(loss_avg) || std::isfinite(loss)) {
     if (eval_only_) {  // training losses after all: the curve is theirs
       series_.clear(), head_.clear(), has_last_ = false;
       eval_only_ = false;
     }
     train_seen_ = true;
   }
-  observe_value(r);
+  observe_value(rank, step, loss, loss_avg);
 }
 
-void Plateau::observe_value(const Record& r) {
+void Plateau::observe_block(const StepBlock& b) {
+  const size_t n = b.rows();
+  if (!b.lockstep) {
+    for (size_t i = 0; i < n; ++i)
+      if (b.rank[i] >= 0) observe_row(b.rank[i], b.step[i], b.loss[i], b.loss_avg[i]);
+    return;
+  }
+  // One step, ranks in order: a row without a loss changes nothing; the first row with one opens the step
+  // (the head keeps its value); later rows replace the value only with a lower priority (a lower rank's
+  // loss_avg, then a lower rank's own loss), so the step ends with the first row's value unless a row
+  // with a loss_avg follows a first row that had only its own loss.
+  size_t first = n, best = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(b.loss_avg[i])) {
+      best = i;
+      break;
+    }
+    if (first == n && std::isfinite(b.loss[i])) first = i;
+  }
+  if (first == n) first = best;
+  if (first == n) return;  // no row has a loss
+  observe_row(b.rank[first], b.step[first], b.loss[first], b.loss_avg[first]);
+  if (best != n && best != first) observe_row(b.rank[best], b.step[best], b.loss[best], b.loss_avg[best]);
+}
+
+void Plateau::observe_value(int rank, int64_t step, double loss, double loss_avg) {
   Value v{-1, 0};
-  if (r.loss_avg && std::isfinite(*r.loss_avg)) v = {r.rank, *r.loss_avg};
-  else if (r.loss && std::isfinite(*r.loss)) v = {kOwnLoss + r.rank, *r.loss};
+  if (std::isfinite(loss_avg)) v = {rank, loss_avg};
+  else if (std::isfinite(loss)) v = {kOwnLoss + rank, loss};
   if (v.priority < 0) return;
-  if (has_last_ && last_->first == r.step) {
+  if (has_last_ && last_->first == step) {
     if (v.priority <= last_->second.priority) last_->second = v;
     return;
   }
-  if (head_.size() < kHead && (head_.empty() || r.step > head_.back().first)) head_.emplace_back(r.step, v.v);
-  auto [it, inserted] = series_.try_emplace(r.step, v);  // no node allocated for a step already there
+  if (head_.size() < kHead && (head_.empty() || step > head_.back().first)) head_.emplace_back(step, v.v);
+  auto [it, inserted] = series_.try_emplace(step, v);  // no node allocated for a step already there
   if (!inserted && v.priority <= it->second.priority) it->second = v;  // same source again: a restart's value
   last_ = it;
   has_last_ = true;

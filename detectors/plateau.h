@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "telemetry/block.h"
 #include "telemetry/record.h"
 
 namespace flatline {
@@ -52,6 +53,9 @@ class Plateau {
  public:
   explicit Plateau(int window = 40) : window_(window < 4 ? 4 : window) {}
   void observe(const Record& r);
+  // The step rows of a block (telemetry/block.h), the same as observe() on each: in a block in lockstep
+  // (one step, ranks in order) only its first row with a loss and the row whose value wins are looked at.
+  void observe_block(const StepBlock& b);
   PlateauStatus status() const;
   int window() const { return window_; }
   bool eval_only() const { return eval_only_; }  // judged on held-out losses: the log has no training loss
@@ -61,7 +65,8 @@ class Plateau {
     int priority;  // the lowest rank's loss_avg, else the lowest rank's own loss; a tie is a restart: the later wins
     double v;
   };
-  void observe_value(const Record& r);
+  void observe_row(int rank, int64_t step, double loss, double loss_avg);    // a step record's; NaN: not logged
+  void observe_value(int rank, int64_t step, double loss, double loss_avg);
   int window_;
   bool train_seen_ = false, eval_only_ = false;
   std::map<int64_t, Value> series_;  // step -> value

@@ -12,25 +12,12 @@
 #include <string>
 
 #include "detectors/util.h"
+#include "telemetry/block.h"
 #include "telemetry/record.h"
 
 namespace flatline::detail {
 
-// The watchdog's phases (docs/DESIGN.md §3) as small ids, so a heartbeat costs no string compare
-// after one classification. Other names (a foreign log's) get ids from kOtherPhase up, per detector.
-enum PhaseId : uint8_t { kPhaseData, kPhaseCompute, kPhaseCollective, kPhaseOptimizer, kPhaseCheckpoint, kPhaseEval,
-                         kPhaseNone, kOtherPhase };
-inline const char* const kPhaseNames[] = {"data", "compute", "collective", "optimizer", "checkpoint", "eval", ""};
-inline uint8_t known_phase(const std::string& p) {  // kOtherPhase when not one of the watchdog's
-  switch (p.size()) {
-    case 0: return kPhaseNone;
-    case 4: return p == "data" ? kPhaseData : p == "eval" ? kPhaseEval : kOtherPhase;
-    case 7: return p == "compute" ? kPhaseCompute : kOtherPhase;
-    case 9: return p == "optimizer" ? kPhaseOptimizer : kOtherPhase;
-    case 10: return p == "collective" ? kPhaseCollective : p == "checkpoint" ? kPhaseCheckpoint : kOtherPhase;
-    default: return kOtherPhase;
-  }
-}
+// The watchdog's phases as small ids (PhaseId, known_phase, kPhaseNames): telemetry/block.h.
 inline bool pause_phase(uint8_t id) { return id == kPhaseCheckpoint || id == kPhaseEval; }
 inline bool training_phase(uint8_t id) { return id <= kPhaseOptimizer; }
 inline double later(double a, double b) { return !std::isfinite(a) ? b : !std::isfinite(b) ? a : std::max(a, b); }
@@ -88,26 +75,25 @@ struct RankClock {
     if (!std::isfinite(first_t)) first_t = t;
   }
 
-  // A step record. Returns the length of the run of records logging this same step while t (and
-  // opt_step) advanced: 1 for a new step.
-  int on_step(const Record& r) {
-    const bool has_t = std::isfinite(r.t);
-    if (has_t && since_start == 0 && std::isfinite(reference())) first_step_s = r.t - reference();
-    if (has_t && std::isfinite(last_step_t) && r.t > last_step_t) step_iv.push(r.t - last_step_t);
-    if (step_records > 0 && r.step == stale_step) {
-      const bool t_known = has_t && std::isfinite(prev_t), opt_known = r.opt_step && prev_opt;
-      const bool advancing =
-          (t_known || opt_known) && (!t_known || r.t > prev_t) && (!opt_known || *r.opt_step > *prev_opt);
+  // A step record (t NaN when it has none; opt_step when has_opt). Returns the length of the run of
+  // records logging this same step while t (and opt_step) advanced: 1 for a new step.
+  int on_step(double t, int64_t step, bool has_opt, int64_t opt) {
+    const bool has_t = std::isfinite(t);
+    if (has_t && since_start == 0 && std::isfinite(reference())) first_step_s = t - reference();
+    if (has_t && std::isfinite(last_step_t) && t > last_step_t) step_iv.push(t - last_step_t);
+    if (step_records > 0 && step == stale_step) {
+      const bool t_known = has_t && std::isfinite(prev_t), opt_known = has_opt && prev_opt;
+      const bool advancing = (t_known || opt_known) && (!t_known || t > prev_t) && (!opt_known || opt > *prev_opt);
       if (advancing) ++stale_n;  // else a duplicated line: ignored
     } else {
-      stale_step = r.step;
+      stale_step = step;
       stale_n = 1;
-      stale_t0 = r.t;
-      opt0 = r.opt_step;
+      stale_t0 = t;
+      opt0 = has_opt ? std::optional<int64_t>(opt) : std::nullopt;
     }
-    if (has_t) prev_t = last_step_t = r.t;
-    if (r.opt_step) prev_opt = r.opt_step;
-    last_step = r.step;
+    if (has_t) prev_t = last_step_t = t;
+    if (has_opt) prev_opt = opt;
+    last_step = step;
     ++step_records;
     ++since_start;
     stall_reported = false;
@@ -115,25 +101,45 @@ struct RankClock {
     return stale_n;
   }
 
+  // clock(t) and on_step() for the common step record at fleet scale, without their tests: a finite t
+  // later than the last step's, and not a second behind the rank's latest record, a logged step other
+  // than the last one, after the first step since the (re)start. Returns false, having done nothing,
+  // for any other record (then clock() and on_step() take it).
+  bool plain_step(double t, int64_t step, bool has_opt, int64_t opt) {
+    if (!(since_start > 0 && t > last_step_t && t >= latest_t - 1.0 && step != stale_step && first_t == first_t))
+      return false;  // (a NaN compares false: last_step_t, latest_t and first_t are finite here)
+    step_iv.push(t - last_step_t);
+    stale_step = last_step = step;
+    stale_n = 1;
+    stale_t0 = prev_t = last_step_t = t;
+    opt0 = has_opt ? std::optional<int64_t>(opt) : std::nullopt;
+    if (has_opt) prev_opt = opt;
+    ++step_records;
+    ++since_start;
+    stall_reported = window = eval_window = false;
+    latest_t = latest_t < t ? t : latest_t;
+    return true;
+  }
+
   // A heartbeat with a finite t and its phase id. Returns false while the rank is paused (phase
   // checkpoint/eval, inside a pause window), true when its step deadline applies.
-  bool on_heartbeat(const Record& r, uint8_t phase) {
+  bool on_heartbeat(double t, uint8_t phase) {
     // gap > max(kDeadGap, kDeadBeats x interval), the median only when the gap exceeds kDeadGap
-    const double gap = r.t - last_hb_t;
+    const double gap = t - last_hb_t;
     if (std::isfinite(last_hb_t) && gap > kDeadGap && gap > kDeadBeats * heartbeat_interval())
-      restart(r.t);  // the watchdog itself stopped: the process was gone, this is a new one
-    else if (std::isfinite(last_hb_t) && r.t > last_hb_t)
-      hb_iv.push(r.t - last_hb_t);
-    last_hb_t = r.t;
-    remember_phase(r.t, phase);
+      restart(t);  // the watchdog itself stopped: the process was gone, this is a new one
+    else if (std::isfinite(last_hb_t) && t > last_hb_t)
+      hb_iv.push(t - last_hb_t);
+    last_hb_t = t;
+    remember_phase(t, phase);
     if (pause_phase(phase)) {
-      pause_t = r.t;
+      pause_t = t;
       return false;
     }
     if (window) {
       if (eval_window || !training_phase(phase)) return false;
       window = false;  // back to training after a checkpoint save: the deadline restarts here
-      pause_t = r.t;
+      pause_t = t;
     }
     return true;
   }

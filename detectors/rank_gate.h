@@ -40,6 +40,31 @@ class RankGate {
     double& p = pos_[static_cast<size_t>(rank)];
     p = std::max(p, pos);
   }
+  // Exact positions that the gate counts itself: rank's next ordinal (its k-th step record is k).
+  double next(int rank) {
+    see(rank);
+    double& p = pos_[static_cast<size_t>(rank)];
+    p = p < 1 ? 1 : p + 1;
+    return p;
+  }
+  // The same for ranks 0..n-1 at once, each one step record further (a block in lockstep).
+  void next_all(int n) {
+    see_all(n);
+    double* p = pos_.data();
+    for (int r = 0; r < n; ++r) p[r] = p[r] < 1 ? 1 : p[r] + 1;
+  }
+  // Ranks 0..n-1 seen (a block in lockstep has them all); then advance_seen() for them.
+  void see_all(int n) {
+    if (n <= seen_upto_) return;
+    see(n - 1);
+    for (int r = 0; r < n; ++r) seen_[static_cast<size_t>(r)] = 1;
+    seen_upto_ = n;
+  }
+  // advance() for a rank already seen, at a finite position.
+  void advance_seen(int rank, double pos) {
+    double& p = pos_[static_cast<size_t>(rank)];
+    p = p < pos ? pos : p;
+  }
   double position(int rank) const {
     const size_t i = static_cast<size_t>(rank);
     return rank < 0 || i >= pos_.size() ? -std::numeric_limits<double>::infinity() : pos_[i];
@@ -55,6 +80,10 @@ class RankGate {
     }
   }
   bool has_candidate() const { return cand_.has_value() && !committed_; }
+  // Whether offer(rank, pos, ...) would take a candidate (pos finite): a caller can skip building one.
+  bool would_take(int rank, double pos) const {
+    return !committed_ && (!cand_ || pos < cand_pos_ || (pos == cand_pos_ && rank < cand_rank_));
+  }
   const std::optional<Finding>& candidate() const { return cand_; }
   int candidate_rank() const { return cand_rank_; }
   double candidate_position() const { return cand_pos_; }
@@ -101,7 +130,7 @@ class RankGate {
   bool exact_;
   std::vector<double> pos_;  // by rank; -inf until the rank's first record
   std::vector<char> seen_;
-  int scan_from_ = 0;
+  int scan_from_ = 0, seen_upto_ = 0;
   std::optional<Finding> cand_;
   double cand_pos_ = 0;
   int cand_rank_ = -1;

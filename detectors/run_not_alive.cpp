@@ -94,12 +94,13 @@ bool mentions_death(std::string s) {
 
 enum class Kind { hang, stale, error, silent };
 
-class RunNotAlive final : public BlockDetector<RunNotAlive> {
+class RunNotAlive final : public BlockDetector {
  public:
   explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false), world_(c.world_size) {}
   const char* cause() const override { return "run_not_alive"; }
 
-  void observe(const Record& r) override {
+  // Events and eval records, one at a time.
+  void observe_event(const Record& r) override {
     if (r.rank < 0) return;
     any_records_ = true;
     gate_.see(r.rank);
@@ -123,14 +124,7 @@ class RunNotAlive final : public BlockDetector<RunNotAlive> {
       any_t_ = true;
       s.clock(r.t);
     }
-    if (r.kind == RecordKind::step) {
-      if (s.on_step(r) == kStaleRepeats) offer_stale(r, s);
-    } else if (r.kind == RecordKind::heartbeat) {
-      any_hb_ = true;
-      if (s.phase_t.empty()) s.phase_cap = RankClock::phase_history(world_);
-      const uint8_t phase = intern(r.phase);
-      if (has_t && s.on_heartbeat(r, phase)) check_deadline(r, s, phase);
-    } else if (r.kind == RecordKind::event) {
+    if (r.kind == RecordKind::event) {
       const double t = has_t ? r.t : s.latest_t;
       s.on_event(r, t);
       // a hang's words first: a watchdog timeout that then aborts the process (SIGABRT) was a hang
@@ -159,6 +153,96 @@ class RunNotAlive final : public BlockDetector<RunNotAlive> {
       gate_.advance(r.rank, r.t);
     }
     if (gate_.poll()) commit(std::nan(""));
+  }
+
+  // A block in stream order: each heartbeat run before the row it precedes, then the row.
+  // A block in lockstep (rank i on row i, finite t): its ranks are made known to the gate and the
+  // per-rank table once, and each row takes the same steps without those checks (lockstep_row).
+  void observe_block(const StepBlock& b) override {
+    const size_t n = b.rows(), nb = b.beats.size();
+    if (b.lockstep) {
+      any_records_ = any_t_ = true;
+      gate_.see_all(static_cast<int>(n));
+      ranks_.present_upto(static_cast<int>(n));
+    }
+    size_t j = 0;
+    for (size_t i = 0; i <= n; ++i) {
+      for (; j < nb && b.beats[j].row <= i; ++j)
+        beats(b, b.beats[j], b.lockstep && static_cast<size_t>(b.beats[j].rank) < n);
+      if (i == n) break;
+      if (b.lockstep) lockstep_row(b, i);
+      else step_row(b, i);
+    }
+  }
+
+  // step_row() for row i of a block in lockstep: rank i, already known, with a finite t.
+  void lockstep_row(const StepBlock& b, size_t i) {
+    const int r = static_cast<int>(i);
+    RankClock& s = ranks_.unchecked(r);
+    const double t = b.t[i];
+    s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
+    const bool has_opt = b.flags[i] & StepBlock::kOptStep;
+    if (!s.plain_step(t, b.step[i], has_opt, b.opt_step[i])) {
+      s.clock(t);
+      if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
+        offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
+      s.latest_t = later(s.latest_t, t);
+    }
+    gate_.advance_seen(r, t);
+    if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
+  }
+
+  void step_row(const StepBlock& b, size_t i) {
+    const int r = b.rank[i];
+    if (r < 0) return;
+    any_records_ = true;
+    gate_.see(r);
+    RankClock& s = ranks_[r];
+    const double t = b.t[i];
+    const bool has_t = finite(t);
+    s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
+    if (has_t) {
+      any_t_ = true;
+      s.clock(t);
+    }
+    const bool has_opt = b.flags[i] & StepBlock::kOptStep;
+    if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
+      offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
+    if (has_t) {
+      s.latest_t = later(s.latest_t, t);
+      gate_.advance(r, t);
+    }
+    if (gate_.poll()) commit(std::nan(""));
+  }
+
+  // A run of one rank's heartbeats, beat by beat (t0, t0 + dt, ...: block.h). `known`: the rank is
+  // already known to the gate and the per-rank table (a block in lockstep that has its row).
+  void beats(const StepBlock& b, const StepBlock::Beats& run, bool known) {
+    const int r = run.rank;
+    if (r < 0) return;
+    any_records_ = true;
+    any_hb_ = true;
+    if (!known) gate_.see(r);
+    RankClock& s = known ? ranks_.unchecked(r) : ranks_[r];
+    if (s.phase_t.empty()) {
+      s.phase_cap = RankClock::phase_history(world_);
+      s.phase_t.reserve(s.phase_cap), s.phase_id.reserve(s.phase_cap);
+    }
+    const uint8_t phase = run.phase < kOtherPhase ? run.phase : intern(b.phase_name(run.phase));
+    double t = run.t0;
+    for (int k = 0; k < run.n; ++k, t += run.dt) {
+      s.stopped = s.silence_offered = false;  // a stray heartbeat does not reopen an ended stream
+      if (!finite(t)) {
+        if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
+        continue;
+      }
+      any_t_ = true;
+      s.clock(t);
+      if (s.on_heartbeat(t, phase) && maybe_late(t, s)) check_deadline(r, t, s, phase);
+      s.latest_t = later(s.latest_t, t);
+      gate_.advance_seen(r, t);
+      if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
+    }
   }
 
   void advance(double now) override {
@@ -214,31 +298,36 @@ class RunNotAlive final : public BlockDetector<RunNotAlive> {
 
   // hang: a heartbeat later than the rank's step deadline.
   // A phase's id: one of the watchdog's, or another name remembered once for this detector.
-  uint8_t intern(const std::string& p) {
+  uint8_t intern(std::string_view p) {
     const uint8_t k = known_phase(p);
     if (k != kOtherPhase) return k;
     for (size_t i = 0; i < other_phases_.size(); ++i)
       if (other_phases_[i] == p) return static_cast<uint8_t>(kOtherPhase + i);
     if (other_phases_.size() >= 255 - kOtherPhase) return kPhaseNone;  // absurdly many names: evidence only
-    other_phases_.push_back(p);
+    other_phases_.emplace_back(p);
     return static_cast<uint8_t>(kOtherPhase + other_phases_.size() - 1);
   }
   std::string phase_name(uint8_t id) const {
     return id < kOtherPhase ? kPhaseNames[id] : other_phases_[static_cast<size_t>(id - kOtherPhase)];
   }
 
-  void check_deadline(const Record& r, RankClock& s, uint8_t phase) {
-    if (s.stall_reported) return;
-    const double ref = s.reference();
+  // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier heartbeat
+  // cannot be late; the medians are computed only for heartbeats past it.
+  static bool maybe_late(double t, const RankClock& s) {
+    if (s.stall_reported) return false;
     const bool first = s.since_start == 0;  // no step yet since the (re)start
     const bool warm = s.step_iv.size() >= kMinIntervals && !first;
-    // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier
-    // heartbeat cannot be late; the medians are computed only for heartbeats past it.
     const double lower = first  ? kFirstStepAllowanceS
                          : warm ? std::max(kMinStallS, kSlackSteps * s.step_iv.min() +
                                                            (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat))
                                 : kFallbackBound;
-    if (!(r.t > ref + lower)) return;
+    return t > s.reference() + lower;
+  }
+  void check_deadline(int rank, double t, RankClock& s, uint8_t phase) {
+    if (!maybe_late(t, s)) return;
+    const double ref = s.reference();
+    const bool first = s.since_start == 0;
+    const bool warm = s.step_iv.size() >= kMinIntervals && !first;
     const double med = s.step_iv.median();
     // Before the median: the longest step this rank has shown, its first (from the start) included.
     double longest = finite(s.first_step_s) ? s.first_step_s : 0;
@@ -249,15 +338,15 @@ class RunNotAlive final : public BlockDetector<RunNotAlive> {
                                    : warming;
     // Without a phase a pause cannot be told from a hang: never less than the start-up bound.
     const double bound = std::max(by_steps, training_phase(phase) ? 0.0 : kFallbackBound);
-    if (!(r.t > ref + bound)) return;
+    if (!(t > ref + bound)) return;
     s.stall_reported = true;
-    const double since = r.t - (finite(s.last_step_t) ? s.last_step_t : ref);
+    const double since = t - (finite(s.last_step_t) ? s.last_step_t : ref);
     std::string line = s.step_records ? fmt::format("no step for {} after step {}", secs(since), s.last_step)
                                       : fmt::format("no step for {} since start", secs(since));
     line += first  ? fmt::format(" (a first step's allowance {})", secs(kFirstStepAllowanceS))
             : warm ? fmt::format(" (median step {})", secs(med))
                    : fmt::format(" (3 x the longest step so far, {}, and a heartbeat)", secs(longest));
-    offer(r.rank, r.t, finding(s, r.t, 0.9, line), Kind::hang);
+    offer(rank, t, finding(s, t, 0.9, line), Kind::hang);
   }
 
   // silence: nothing from a beating rank for the bound, at the stream's clock `now`.
@@ -279,14 +368,14 @@ class RunNotAlive final : public BlockDetector<RunNotAlive> {
   }
 
   // stale logging: the logged step is frozen, so the detected step is the estimated true one.
-  void offer_stale(const Record& r, const RankClock& s) {
-    std::string line = fmt::format("step {} logged {} times in a row by rank {}", s.stale_step, kStaleRepeats, r.rank);
-    if (finite(s.stale_t0) && finite(r.t)) line += fmt::format(" over {} of wall clock", secs(r.t - s.stale_t0));
-    if (s.opt0 && r.opt_step) line += fmt::format(" while opt_step advanced {} -> {}", *s.opt0, *r.opt_step);
-    Finding f = finding(s, r.t, 0.85, line + ": the logged step/loss are stale");
+  void offer_stale(int rank, double t, std::optional<int64_t> opt, const RankClock& s) {
+    std::string line = fmt::format("step {} logged {} times in a row by rank {}", s.stale_step, kStaleRepeats, rank);
+    if (finite(s.stale_t0) && finite(t)) line += fmt::format(" over {} of wall clock", secs(t - s.stale_t0));
+    if (s.opt0 && opt) line += fmt::format(" while opt_step advanced {} -> {}", *s.opt0, *opt);
+    Finding f = finding(s, t, 0.85, line + ": the logged step/loss are stale");
     f.onset_step = s.stale_step + 1;
     f.detected_step = s.stale_step + (kStaleRepeats - 1);
-    offer(r.rank, r.t, std::move(f), Kind::stale);
+    offer(rank, t, std::move(f), Kind::stale);
   }
 
   void offer(int rank, double pos, Finding f, Kind k) {

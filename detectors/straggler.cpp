@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include "detectors/registry.h"
@@ -37,38 +38,99 @@ using namespace detail;
 using namespace straggler;  // its thresholds (detectors/straggler.h)
 constexpr size_t kMaxPending = 4096; // steps waiting for a missing rank, at most
 
-class Straggler final : public BlockDetector<Straggler> {
+// The k-th smallest (0-based) of the finite values among v[0..n) and, when `below`, the (k-1)-th too:
+// the same values std::nth_element gives, found from a window [hint(1 - width), hint(1 + width)] around
+// an estimate (the last step's median): one counting pass over the block, then a selection among the
+// few values inside the window; the whole set when the order statistics fall outside it. `width` adapts.
+class Selector {
+ public:
+  // Returns false when fewer than k + 1 values are finite.
+  bool select(const double* v, size_t n, size_t k, bool below, double hint, double* kth, double* km1) {
+    const double lo = hint * (1 - width_), hi = hint * (1 + width_);
+    window_.resize(n);
+    size_t c_lo = 0, c_in = 0;
+    if (hint > 0 && std::isfinite(hint)) {
+      double* w = window_.data();
+      for (size_t i = 0; i < n; ++i) {  // NaN: in neither count
+        w[c_in] = v[i];
+        c_in += (v[i] >= lo) & (v[i] <= hi);
+        c_lo += v[i] < lo;
+      }
+    }
+    if (c_in > 0 && c_lo + (below ? 1 : 0) <= k && k < c_lo + c_in) {
+      if (c_in * 8 > n && width_ > 1e-6) width_ /= 2;  // more in the window than it takes
+      pick(window_.data(), c_in, k - c_lo, below, kth, km1);
+      return true;
+    }
+    if (width_ < 0.5) width_ *= 2;
+    size_t m = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (std::isfinite(v[i])) window_[m++] = v[i];
+    if (k >= m) return false;
+    pick(window_.data(), m, k, below, kth, km1);
+    return true;
+  }
+
+ private:
+  static void pick(double* w, size_t m, size_t k, bool below, double* kth, double* km1) {
+    std::nth_element(w, w + k, w + m);
+    *kth = w[k];
+    if (below) *km1 = *std::max_element(w, w + k);
+  }
+  double width_ = 0.05;
+  std::vector<double> window_;
+};
+
+// Whether every rank's next step record is step `base` (its ordinal); then each one is counted. Branch-
+// free over 64-bit columns, so that it vectorises (out of line: once inlined, GCC 12 no longer does).
+__attribute__((noinline)) bool advance_all(size_t n, int64_t base, int64_t* __restrict ordinal) {
+  size_t behind = 0;
+  for (size_t r = 0; r < n; ++r) behind += ordinal[r] != base;
+  if (behind) return false;
+  for (size_t r = 0; r < n; ++r) ++ordinal[r];
+  return true;
+}
+
+// compute = step_ms - comm_ms and comm = comm_ms where both are finite, else NaN (a rank without both
+// is not compared); whether any comm_ms was finite.
+__attribute__((noinline)) bool split_times(size_t n, const double* __restrict step_ms, const double* __restrict comm_ms,
+                                           double* __restrict compute, double* __restrict comm) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  size_t comm_finite = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const double sm = step_ms[r], cm = comm_ms[r];
+    const int64_t c_ok = cm - cm == 0, both = (sm - sm == 0) & c_ok;
+    comm_finite += static_cast<size_t>(c_ok);
+    compute[r] = both != 0 ? sm - cm : nan;
+    comm[r] = both != 0 ? cm : nan;
+  }
+  return comm_finite > 0;
+}
+
+// How many of v[0..n) are finite, and the largest of them (top).
+__attribute__((noinline)) size_t finite_max(size_t n, const double* __restrict v, double* top) {
+  double m = -std::numeric_limits<double>::infinity();
+  size_t finite = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const int64_t ok = v[r] - v[r] == 0;
+    finite += static_cast<size_t>(ok);
+    m = (ok & (v[r] > m)) != 0 ? v[r] : m;
+  }
+  *top = m;
+  return finite;
+}
+
+class Straggler final : public BlockDetector {
  public:
   explicit Straggler(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "straggler"; }
 
-  void observe(const Record& r) override {
-    if (r.kind != RecordKind::step || r.rank < 0 || finding_) return;
-    if (cfg_world_ > 0 && r.rank >= cfg_world_) return;
-    any_steps_ = true;
-    world_ = std::max(world_, cfg_world_ > 0 ? cfg_world_ : r.rank + 1);
-    if (static_cast<size_t>(r.rank) >= ordinal_.size()) ordinal_.resize(static_cast<size_t>(r.rank) + 1, 0);
-    const int64_t k = ordinal_[static_cast<size_t>(r.rank)]++;
-    if (k < base_) return;  // already judged (or dropped)
-    while (static_cast<int64_t>(pending_.size()) <= k - base_) open_step();
-    Pending& p = pending_[static_cast<size_t>(k - base_)];
-    if (p.compute.size() < static_cast<size_t>(world_)) {
-      p.compute.resize(world_, std::nan(""));
-      p.comm.resize(world_, std::nan(""));
-    }
-    if (finite(r.comm_ms)) comm_seen_ = true;
-    if (finite(r.step_ms) && finite(r.comm_ms)) {
-      p.compute[r.rank] = *r.step_ms - *r.comm_ms;
-      p.comm[r.rank] = *r.comm_ms;
-    }
-    p.step = r.step;
-    if (finite(r.t)) p.t = std::isfinite(p.t) ? std::max(p.t, r.t) : r.t;
-    ++p.n;
-    while (!pending_.empty() && pending_.front().n >= world_ && world_ >= 2) {
-      judge(pending_.front());
-      close_step();
-    }
-    while (pending_.size() > kMaxPending) close_step();
+  void observe_event(const Record&) override {}
+
+  void observe_block(const StepBlock& b) override {
+    if (b.rows() == 0 || finding_) return;
+    if (b.lockstep && whole_step(b)) return;
+    for (size_t i = 0; i < b.rows() && !finding_; ++i) row(b, i);
   }
 
   std::optional<Finding> finding() const override { return finding_; }
@@ -92,6 +154,56 @@ class Straggler final : public BlockDetector<Straggler> {
     double t = std::nan("");
   };
 
+  // A block in lockstep that is a whole step of every rank, with nothing pending (the fleet simulator's
+  // steps): judged from its columns, without a pending step. False when it is not one (rows go one by
+  // one then).
+  bool whole_step(const StepBlock& b) {
+    const size_t n = b.rows();
+    const int w = static_cast<int>(n);
+    if (!pending_.empty() || n < 2 || (cfg_world_ > 0 ? cfg_world_ != w : world_ > w)) return false;
+    if (ordinal_.size() < n) ordinal_.resize(n, 0);
+    if (!advance_all(n, base_, ordinal_.data())) return false;
+    any_steps_ = true;
+    world_ = w;
+    compute_.resize(n), comm_.resize(n);
+    if (split_times(n, b.step_ms.data(), b.comm_ms.data(), compute_.data(), comm_.data())) comm_seen_ = true;
+    judge(compute_.data(), comm_.data(), n, b.step[n - 1], b.t_max);
+    ++base_;
+    return true;
+  }
+
+  void row(const StepBlock& b, size_t i) {
+    const int r = b.rank[i];
+    if (r < 0) return;
+    if (cfg_world_ > 0 && r >= cfg_world_) return;
+    any_steps_ = true;
+    world_ = std::max(world_, cfg_world_ > 0 ? cfg_world_ : r + 1);
+    if (static_cast<size_t>(r) >= ordinal_.size()) ordinal_.resize(static_cast<size_t>(r) + 1, 0);
+    const int64_t k = ordinal_[static_cast<size_t>(r)]++;
+    if (k < base_) return;  // already judged (or dropped)
+    while (static_cast<int64_t>(pending_.size()) <= k - base_) open_step();
+    Pending& p = pending_[static_cast<size_t>(k - base_)];
+    if (p.compute.size() < static_cast<size_t>(world_)) {
+      p.compute.resize(world_, std::nan(""));
+      p.comm.resize(world_, std::nan(""));
+    }
+    const double sm = b.step_ms[i], cm = b.comm_ms[i], t = b.t[i];
+    if (std::isfinite(cm)) comm_seen_ = true;
+    if (std::isfinite(sm) && std::isfinite(cm)) {
+      p.compute[r] = sm - cm;
+      p.comm[r] = cm;
+    }
+    p.step = b.step[i];
+    if (std::isfinite(t)) p.t = std::isfinite(p.t) ? std::max(p.t, t) : t;
+    ++p.n;
+    while (!pending_.empty() && pending_.front().n >= world_ && world_ >= 2) {
+      const Pending& f = pending_.front();
+      judge(f.compute.data(), f.comm.data(), f.compute.size(), f.step, f.t);
+      close_step();
+    }
+    while (pending_.size() > kMaxPending) close_step();
+  }
+
   // A step's buffers are reused from a closed step's: no allocation per step at fleet scale.
   void open_step() {
     if (free_.empty()) {
@@ -113,30 +225,32 @@ class Straggler final : public BlockDetector<Straggler> {
     ++base_;
   }
 
-  void judge(const Pending& p) {
-    // the slowest rank against the median of the others
-    int slow = -1;
-    for (int r = 0; r < static_cast<int>(p.compute.size()); ++r)
-      if (std::isfinite(p.compute[r]) && (slow < 0 || p.compute[r] > p.compute[slow])) slow = r;
-    if (slow < 0) return;
-    scratch_.clear();
-    comm_scratch_.clear();
-    for (int r = 0; r < static_cast<int>(p.compute.size()); ++r)
-      if (r != slow && std::isfinite(p.compute[r])) {
-        scratch_.push_back(p.compute[r]);
-        comm_scratch_.push_back(p.comm[r]);
-      }
-    if (scratch_.size() < 2) return;
+  // One step of w ranks (NaN: a rank without both times): the slowest rank against the median of the
+  // others. The slowest holds the largest value, so the others' order statistics below it are those of
+  // all the ranks: the median of the others is found without copying them (Selector).
+  void judge(const double* compute, const double* comm, size_t w, int64_t step, double t) {
+    double top = 0;
+    const size_t finite = finite_max(w, compute, &top);
+    if (finite == 0) return;
+    size_t slow = 0;
+    while (!(compute[slow] == top)) ++slow;  // the first rank with the largest compute
+    const size_t m = finite - 1;            // the others
+    if (m < 2) return;
     ++judged_;
-    const double med = median_in_place(scratch_), med_comm = median_in_place(comm_scratch_);
+    double med = 0, below = 0;
+    sel_.select(compute, w, m / 2, m % 2 == 0, last_med_, &med, &below);
+    if (m % 2 == 0) med = (med + below) / 2;
+    last_med_ = med;
     if (!(med > 0)) return;
-    const double gap = p.compute[slow] - med;
+    const double gap = compute[slow] - med;
     worst_ = std::max(worst_, gap / med);
-    const bool is_slow = gap > kSlowFrac * med && med_comm - p.comm[slow] >= kAbsorbed * gap;
-    if (!is_slow || slow != run_rank_) {
-      run_rank_ = is_slow ? slow : -1;
+    double med_comm = 0;
+    const bool is_slow = gap > kSlowFrac * med && (med_comm = others_median(compute, comm, w, slow),
+                                                   med_comm - comm[slow] >= kAbsorbed * gap);
+    if (!is_slow || static_cast<int>(slow) != run_rank_) {
+      run_rank_ = is_slow ? static_cast<int>(slow) : -1;
       run_n_ = is_slow ? 1 : 0;
-      run_first_ = p.step;
+      run_first_ = step;
       if (!is_slow) return;
     } else {
       ++run_n_;
@@ -144,17 +258,25 @@ class Straggler final : public BlockDetector<Straggler> {
     if (run_n_ < kSlowSteps) return;
     Finding f;
     f.cause = cause();
-    f.rank = slow;
+    f.rank = static_cast<int>(slow);
     f.onset_step = run_first_;
-    f.detected_step = p.step;
-    f.detected_t = p.t;
+    f.detected_step = step;
+    f.detected_t = t;
     f.confidence = 0.9;
     f.evidence.push_back(fmt::format("rank {} computes {:.0f} ms per step vs a median of {:.0f} ms for the other {} "
                                      "ranks (+{:.0f}%) on steps {}..{}",
-                                     slow, p.compute[slow], med, scratch_.size(), 100 * gap / med, run_first_, p.step));
+                                     slow, compute[slow], med, m, 100 * gap / med, run_first_, step));
     f.evidence.push_back(fmt::format("the others wait for it in the all-reduce: median comm_ms {:.0f} vs {:.0f} on rank {}",
-                                     med_comm, p.comm[slow], slow));
+                                     med_comm, comm[slow], slow));
     finding_ = std::move(f);
+  }
+
+  // The median comm_ms of the ranks other than `slow` that have both times.
+  double others_median(const double* compute, const double* comm, size_t w, size_t slow) {
+    scratch_.clear();
+    for (size_t r = 0; r < w; ++r)
+      if (r != slow && std::isfinite(compute[r])) scratch_.push_back(comm[r]);
+    return median_in_place(scratch_);
   }
 
   int cfg_world_, world_ = 0;
@@ -162,7 +284,9 @@ class Straggler final : public BlockDetector<Straggler> {
   std::deque<Pending> pending_;   // ordinals base_, base_ + 1, ...
   std::vector<Pending> free_;     // closed steps' buffers
   int64_t base_ = 0, judged_ = 0;
-  std::vector<double> scratch_, comm_scratch_;
+  std::vector<double> scratch_, compute_, comm_;
+  Selector sel_;
+  double last_med_ = 0;  // the last step's median compute: where the next one's window is centred
   int run_rank_ = -1, run_n_ = 0;
   int64_t run_first_ = -1;
   double worst_ = 0;

@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <future>
+#include <condition_variable>
+#include <functional>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -30,52 +33,113 @@ constexpr int kFrozenParams = 10;     // ... or an identical param_norm (no upda
 constexpr double kStill = 1e-9;       // update_norm / param_norm of parameters that do not move
 constexpr int kMaxClasses = 1000;     // ln K recognised up to K = 1000
 
+// The plain rows of a block in lockstep for Frozen (row i = rank i): an applied, driven step (lr and the
+// grad norm finite and > 0) one step after the rank's last, whose update norm is logged and not still:
+// the rank's counts of still steps go back to 0. Branch-free over 64-bit columns, so that it vectorises
+// (kept out of line: once inlined, GCC 12 no longer vectorises it). odd[i] = 1 for a row Frozen::row
+// must see; returns how many.
+__attribute__((noinline)) size_t frozen_plain_rows(size_t n, const uint64_t* __restrict flags,
+                                                   const double* __restrict lr, const double* __restrict gn,
+                                                   const double* __restrict un, const double* __restrict pn,
+                                                   const int64_t* __restrict step, int64_t* __restrict last_step,
+                                                   int64_t* __restrict updates, int64_t* __restrict odd) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  size_t n_odd = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double p = pn[i] > 0 && pn[i] < inf ? pn[i] : 1.0;  // NaN (not logged) compares false: 1
+    int64_t ok = (flags[i] & StepBlock::kSkippedValue) == 0;
+    ok &= lr[i] > 0;
+    ok &= lr[i] < inf;
+    ok &= gn[i] > 0;
+    ok &= gn[i] < inf;
+    ok &= (last_step[i] < 0) | (step[i] > last_step[i]);
+    ok &= un[i] - un[i] == 0;  // finite
+    ok &= !(un[i] / p < kStill);
+    odd[i] = 1 - ok;
+    n_odd += static_cast<size_t>(1 - ok);
+    last_step[i] = ok != 0 ? step[i] : last_step[i];
+    updates[i] = ok != 0 ? 0 : updates[i];
+  }
+  return n_odd;
+}
+
 // Parameters that do not move while lr and the gradients are not zero (triage.h, rule 2).
 class Frozen {
  public:
   void observe(const Record& r) {
-    if (r.kind != RecordKind::step || r.rank < 0 || r.skipped.value_or(false)) return;
-    State& s = ranks_[r.rank];
-    const bool driven = r.lr && std::isfinite(*r.lr) && *r.lr > 0 && r.grad_norm && std::isfinite(*r.grad_norm) &&
-                        *r.grad_norm > 0;
-    if (!driven || (s.last_step >= 0 && r.step <= s.last_step)) {
-      s.updates = s.params = 0;
-      s.last_step = r.step;
+    if (r.kind != RecordKind::step || r.rank < 0) return;
+    const double nan = std::nan("");
+    row(r.rank, r.step, r.skipped.value_or(false), r.lr.value_or(nan), r.grad_norm.value_or(nan),
+        r.update_norm.value_or(nan), r.param_norm.value_or(nan), r.param_norm.has_value());
+  }
+  void observe_block(const StepBlock& b) {
+    const size_t n = b.rows();
+    if (!b.lockstep) {
+      for (size_t i = 0; i < n; ++i)
+        if (b.rank[i] >= 0)
+          row(b.rank[i], b.step[i], b.skipped(i), b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
+              b.flags[i] & StepBlock::kParamNorm);
+      return;
+    }
+    grow(n);
+    odd_.resize(n);
+    size_t odd = frozen_plain_rows(n, b.flags.data(), b.lr.data(), b.grad_norm.data(), b.update_norm.data(),
+                                   b.param_norm.data(), b.step.data(), last_step_.data(), updates_.data(), odd_.data());
+    for (size_t i = 0; odd && i < n; ++i)
+      if (odd_[i]) {
+        row(static_cast<int>(i), b.step[i], b.skipped(i), b.lr[i], b.grad_norm[i], b.update_norm[i], b.param_norm[i],
+            b.flags[i] & StepBlock::kParamNorm);
+        --odd;
+      }
+  }
+  // A step record of rank r (NaN: a value not logged; has_param: a param_norm was, NaN or not).
+  void row(int r, int64_t step, bool skipped, double lr, double grad_norm, double update_norm, double param_norm,
+           bool has_param) {
+    if (skipped) return;
+    grow(static_cast<size_t>(r) + 1);
+    const size_t k = static_cast<size_t>(r);
+    State& s = ranks_[k];
+    int64_t& updates = updates_[k];
+    int64_t& last_step = last_step_[k];
+    const bool driven = std::isfinite(lr) && lr > 0 && std::isfinite(grad_norm) && grad_norm > 0;
+    if (!driven || (last_step >= 0 && step <= last_step)) {
+      updates = s.params = 0;
+      last_step = step;
       s.last_param.reset();
       return;
     }
-    s.last_step = r.step;
-    if (r.update_norm && std::isfinite(*r.update_norm)) {
-      const double p = r.param_norm && std::isfinite(*r.param_norm) && *r.param_norm > 0 ? *r.param_norm : 1.0;
-      if (*r.update_norm / p < kStill) {
-        if (s.updates++ == 0) s.first = r.step;
-        if (s.updates == kFrozenUpdates && !found_) {
+    last_step = step;
+    if (std::isfinite(update_norm)) {
+      const double p = std::isfinite(param_norm) && param_norm > 0 ? param_norm : 1.0;
+      if (update_norm / p < kStill) {
+        if (updates++ == 0) s.first = step;
+        if (updates == kFrozenUpdates && !found_) {
           found_ = true;
-          onset_ = s.first, detected_ = r.step;
+          onset_ = s.first, detected_ = step;
           evidence_ = fmt::format("update norm {} on {} applied steps since step {} while lr = {:.1e} and grad norm = "
                                   "{:.3g}{}: the optimizer is not updating the model it trains (an optimizer built "
                                   "over parameters a wrapper then replaced: huggingface/accelerate#2665)",
-                                  *r.update_norm, s.updates, s.first, *r.lr, *r.grad_norm,
-                                  r.param_norm ? fmt::format(", parameter norm {:.6g}", *r.param_norm) : "");
+                                  update_norm, updates, s.first, lr, grad_norm,
+                                  has_param ? fmt::format(", parameter norm {:.6g}", param_norm) : "");
         }
       } else {
-        s.updates = 0;
+        updates = 0;
       }
       return;
     }
-    if (r.param_norm && std::isfinite(*r.param_norm)) {
-      if (s.last_param && *s.last_param == *r.param_norm) {
+    if (std::isfinite(param_norm)) {
+      if (s.last_param && *s.last_param == param_norm) {
         if (s.params++ == 0) s.first = s.prev_step;
         if (s.params + 1 == kFrozenParams && p_evidence_.empty()) {
           p_evidence_ = fmt::format("parameter norm {:.6g} unchanged on {} steps since step {} while lr = {:.1e} and "
                                     "grad norm = {:.3g}: the optimizer is not updating the model it trains",
-                                    *r.param_norm, kFrozenParams, s.first, *r.lr, *r.grad_norm);
+                                    param_norm, kFrozenParams, s.first, lr, grad_norm);
         }
       } else {
         s.params = 0;
       }
-      s.last_param = r.param_norm;
-      s.prev_step = r.step;
+      s.last_param = param_norm;
+      s.prev_step = step;
     }
   }
   // The finding, if any: (onset, detected, evidence), from the update norm.
@@ -91,11 +155,16 @@ class Frozen {
 
  private:
   struct State {
-    int updates = 0, params = 0;
-    int64_t first = -1, last_step = -1, prev_step = -1;
+    int params = 0;
+    int64_t first = -1, prev_step = -1;
     std::optional<double> last_param;
   };
-  detail::PerRank<State> ranks_;
+  void grow(size_t n) {
+    if (ranks_.size() >= n) return;
+    ranks_.resize(n), updates_.resize(n, 0), last_step_.resize(n, -1);
+  }
+  std::vector<State> ranks_;
+  std::vector<int64_t> updates_, last_step_, odd_;  // per rank (the counts a plain row moves); scratch
   bool found_ = false;
   int64_t onset_ = -1, detected_ = -1;
   std::string evidence_, p_evidence_;
@@ -123,9 +192,59 @@ std::string constant_prediction(const PlateauStatus& p) {
                      p.level);
 }
 
+// A thread that runs one job at a time for the Triage: the expensive detectors' pass over a block while
+// the calling thread runs the others' (Detector::expensive). Started at the first large block.
+class Helper {
+ public:
+  ~Helper() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void start(std::function<void()> job) {
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    {
+      std::lock_guard<std::mutex> l(m_);
+      job_ = std::move(job);
+      busy_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [this] { return !busy_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(m_);
+    for (;;) {
+      cv_.wait(l, [this] { return busy_ || stop_; });
+      if (stop_) return;
+      l.unlock();
+      job_();
+      l.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::thread thread_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool busy_ = false, stop_ = false;
+};
+
+constexpr size_t kHelperRows = 512;  // a block this large splits its detectors over two threads
+
 }  // namespace
 
 struct Triage::Impl {
+  Helper helper;
   std::vector<std::unique_ptr<Detector>> detectors;  // checklist order, then the extra ones
   std::vector<bool> reported;                        // on_finding already called
   Plateau plateau;
@@ -135,12 +254,36 @@ struct Triage::Impl {
   int64_t nonfinite = 0, first_nonfinite_step = -1;
   int first_nonfinite_rank = -1;
 
+  StepBlock one, many;  // a record as a block of one; records as blocks (observe_block of Records)
+
   void count(const Record& r) {
     ++records;
     if (r.kind != RecordKind::step) return;
     last_step = std::max(last_step, r.step);
     if ((r.loss && !std::isfinite(*r.loss)) || (r.loss_avg && !std::isfinite(*r.loss_avg))) {
       if (nonfinite++ == 0) first_nonfinite_step = r.step, first_nonfinite_rank = r.rank;
+    }
+  }
+  // The same over a block's step rows (an absent loss is NaN in its column, so finite-or-absent is the
+  // test: a present NaN or inf counts, as above).
+  void count(const StepBlock& b) {
+    records += static_cast<int64_t>(b.records());
+    const size_t n = b.rows();
+    int64_t top = last_step;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      top = std::max(top, b.step[i]);
+      bad += !std::isfinite(b.loss[i]) & ((b.flags[i] & StepBlock::kLoss) != 0);
+      bad += !std::isfinite(b.loss_avg[i]) & ((b.flags[i] & StepBlock::kLossAvg) != 0);
+    }
+    last_step = top;
+    if (bad == 0) return;
+    for (size_t i = 0; i < n; ++i) {
+      const bool loss_bad = (b.flags[i] & StepBlock::kLoss) && !std::isfinite(b.loss[i]);
+      const bool avg_bad = (b.flags[i] & StepBlock::kLossAvg) && !std::isfinite(b.loss_avg[i]);
+      if (loss_bad || avg_bad) {
+        if (nonfinite++ == 0) first_nonfinite_step = b.step[i], first_nonfinite_rank = b.rank[i];
+      }
     }
   }
 
@@ -172,6 +315,14 @@ Triage::Triage(DetectorConfig cfg) : impl_(std::make_unique<Impl>()) {
 Triage::~Triage() = default;
 
 void Triage::observe(const Record& r) {
+  if (r.kind == RecordKind::step || r.kind == RecordKind::heartbeat) {
+    auto& one = impl_->one;
+    one.clear();
+    one.append(r);
+    one.seal();
+    observe_block(one);
+    return;
+  }
   impl_->count(r);
   for (auto& d : impl_->detectors) d->observe(r);
   impl_->plateau.observe(r);
@@ -179,32 +330,43 @@ void Triage::observe(const Record& r) {
   impl_->announce();
 }
 
-void Triage::observe_block(const Record* block, size_t n) {
+void Triage::observe_block(const StepBlock& b) {
   static const bool parallel = std::thread::hardware_concurrency() > 1;
   auto& im = *impl_;
-  for (size_t i = 0; i < n; ++i) im.count(block[i]);
-  // One detector at a time over the whole block keeps its per-rank tables in cache.
-  auto run = [&](size_t first, size_t last, bool plateau) {
-    for (size_t d = first; d < last; ++d) im.detectors[d]->observe_block(block, n);
-    if (plateau)
-      for (size_t i = 0; i < n; ++i) {
-        im.plateau.observe(block[i]);
-        im.frozen.observe(block[i]);
-      }
-  };
-  // An expensive detector (Detector::expensive) gets the second thread; the rest share the first.
-  size_t heavy = im.detectors.size();
-  for (size_t i = 0; i < im.detectors.size() && heavy == im.detectors.size(); ++i)
-    if (im.detectors[i]->expensive()) heavy = i;
-  if (parallel && n >= 4096 && heavy < im.detectors.size()) {
-    auto other = std::async(std::launch::async, [&] { run(heavy, heavy + 1, false); });
-    run(0, heavy, false);
-    run(heavy + 1, im.detectors.size(), true);
-    other.get();
-  } else {
-    run(0, im.detectors.size(), true);
-  }
+  im.count(b);
+  // One detector at a time over the whole block keeps its per-rank tables in cache. The detectors are
+  // independent (each sees the block whole and in order), so at fleet scale the expensive ones run on
+  // the helper thread meanwhile; findings are announced once both are done.
+  const bool split = parallel && b.rows() >= kHelperRows;
+  if (split)
+    im.helper.start([&im, &b] {
+      for (auto& d : im.detectors)
+        if (d->expensive()) d->observe_block(b);
+    });
+  for (auto& d : im.detectors)
+    if (!split || !d->expensive()) d->observe_block(b);
+  im.plateau.observe_block(b);
+  im.frozen.observe_block(b);
+  if (split) im.helper.wait();
   im.announce();
+}
+
+void Triage::observe_block(const Record* records, size_t n) {
+  auto& b = impl_->many;
+  b.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (b.append(records[i])) continue;
+    if (!b.empty()) {
+      b.seal();
+      observe_block(b);
+      b.clear();
+    }
+    observe(records[i]);
+  }
+  if (!b.empty()) {
+    b.seal();
+    observe_block(b);
+  }
 }
 
 void Triage::advance(double now) {

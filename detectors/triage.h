@@ -57,10 +57,11 @@ class Triage {
   explicit Triage(DetectorConfig cfg = {});
   ~Triage();
   void observe(const Record& r);
-  // Observes a block of records (same result as observing them one by one). On a machine with more
-  // than one core and a block of >= 4096 records, the detectors run on two threads, each group over
-  // the whole block (detectors are independent; each sees the records in order); findings are then
-  // announced in checklist order at the end of the block rather than the record where they fired.
+  // Observes a block of step records and heartbeats (telemetry/block.h: the same result as observing its
+  // records one by one): every detector makes one pass over its columns. Findings are announced in
+  // checklist order at the end of the block rather than at the record where they fired.
+  void observe_block(const StepBlock& b);
+  // Records in order, the same as observe() on each: runs of step records and heartbeats as blocks.
   void observe_block(const Record* records, size_t n);
   void observe_block(const std::vector<Record>& block) { observe_block(block.data(), block.size()); }
   // The stream's clock reached `now` (run time) with no further record (detector.h); the live

@@ -2,6 +2,7 @@
 // median, and the number formats used in evidence lines.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -19,16 +20,18 @@ namespace flatline::detail {
 inline bool finite(const std::optional<double>& v) { return v && std::isfinite(*v); }
 inline bool finite(double v) { return std::isfinite(v); }
 
-// Keeps the last `cap` samples in a circular buffer; median() of what it holds (NaN when empty);
-// min() is a cheap lower bound of the median for fast paths (recomputed only when the minimum leaves).
+// Keeps the last `cap` samples (at most kMaxCap) in a circular buffer; median() of what it holds (NaN
+// when empty); min() is a cheap lower bound of the median for fast paths (recomputed only when the
+// minimum leaves). Fixed storage, no allocation: a rank's ring is pushed once per record at fleet scale.
 class Ring {
  public:
-  explicit Ring(size_t cap) : cap_(cap) {}
+  static constexpr size_t kMaxCap = 64;
+  explicit Ring(size_t cap) : cap_(std::clamp<size_t>(cap, 1, kMaxCap)) {}
   void push(double v) {
     if (!std::isfinite(v)) return;
-    if (v_.size() < cap_) {
-      v_.push_back(v);
-      if (!min_dirty_ && (v_.size() == 1 || v < min_)) min_ = v;
+    if (n_ < cap_) {
+      v_[n_++] = v;
+      if (!min_dirty_ && (n_ == 1 || v < min_)) min_ = v;
       return;
     }
     const double out = v_[head_];
@@ -40,30 +43,29 @@ class Ring {
     if (v <= min_) min_ = v;
     else if (out == min_) min_dirty_ = true;
   }
-  size_t size() const { return v_.size(); }
+  size_t size() const { return n_; }
   void clear() {
-    v_.clear();
-    head_ = 0;
+    n_ = head_ = 0;
     min_dirty_ = false;
   }
   double min() const {
-    if (v_.empty()) return std::nan("");
+    if (n_ == 0) return std::nan("");
     if (min_dirty_) {
-      min_ = *std::min_element(v_.begin(), v_.end());
+      min_ = *std::min_element(v_.begin(), v_.begin() + static_cast<long>(n_));
       min_dirty_ = false;
     }
     return min_;
   }
-  double max() const { return v_.empty() ? std::nan("") : *std::max_element(v_.begin(), v_.end()); }
-  double median() const {  // core/stats.h
-    scratch_.assign(v_.begin(), v_.end());
-    return median_in_place(scratch_);
+  double max() const { return n_ == 0 ? std::nan("") : *std::max_element(v_.begin(), v_.begin() + static_cast<long>(n_)); }
+  double median() const {  // core/stats.h, on a copy
+    std::array<double, kMaxCap> s{};
+    std::copy(v_.begin(), v_.begin() + static_cast<long>(n_), s.begin());
+    return median_in_place(s.data(), s.data() + n_);
   }
 
  private:
-  size_t cap_, head_ = 0;
-  std::vector<double> v_;  // oldest at head_ once full
-  mutable std::vector<double> scratch_;
+  size_t cap_, n_ = 0, head_ = 0;
+  std::array<double, kMaxCap> v_{};  // the first n_ hold samples; the oldest at head_ once full
   mutable double min_ = 0;
   mutable bool min_dirty_ = false;
 };
@@ -82,6 +84,16 @@ class PerRank {
     if (!has_[i]) has_[i] = 1, ++n_;
     return v_[i];
   }
+  // Ranks 0..n-1 present (a block in lockstep has them all); then unchecked(r) for r < n.
+  void present_upto(int n) {
+    if (n <= upto_) return;
+    const size_t k = static_cast<size_t>(n);
+    if (k > v_.size()) v_.resize(k), has_.resize(k, 0);
+    for (size_t i = 0; i < k; ++i)
+      if (!has_[i]) has_[i] = 1, ++n_;
+    upto_ = n;
+  }
+  T& unchecked(int r) { return v_[static_cast<size_t>(r)]; }
   template <class F>
   void for_each(F f) {  // f(rank, state&) for every present rank, in rank order
     for (size_t i = 0; i < v_.size(); ++i)
@@ -114,6 +126,7 @@ class PerRank {
   std::vector<T> v_;
   std::vector<char> has_;
   size_t n_ = 0;
+  int upto_ = 0;  // ranks below it are all present
 };
 
 inline std::string sci(double v) { return v == 0 ? std::string("0") : fmt::format("{:.1e}", v); }

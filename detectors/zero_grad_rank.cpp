@@ -20,6 +20,8 @@
 //   least 2 ranks reported it (pass world_size when whole rank files may arrive one after another).
 #include "detectors/zero_grad_rank.h"
 
+#include <cstring>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -33,20 +35,75 @@ using namespace detail;
 using namespace zero_grad_rank;  // its thresholds (detectors/zero_grad_rank.h)
 constexpr size_t kMaxPending = 50000; // steps waiting for a missing rank, at most
 
-class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();  // a rank whose next step must be counted in full
+
+// Whether `step` extends every rank's open run with no earlier run to count (extends[r] = the run's last
+// step; kNever where occurrence() must count); then each rank's extends[r] becomes `step`. Branch-free
+// over 64-bit columns, so that it vectorises (out of line: once inlined, GCC 12 no longer vectorises it).
+__attribute__((noinline)) bool extend_all(size_t n, int64_t step, int64_t* __restrict extends) {
+  size_t off = 0;
+  for (size_t r = 0; r < n; ++r) off += !(step > extends[r]) | (extends[r] == kNever);
+  if (off) return false;
+  for (size_t r = 0; r < n; ++r) extends[r] = step;
+  return true;
+}
+
+// A step's local grad norms (NaN where not logged or not finite and >= 0); whether any was finite.
+__attribute__((noinline)) bool column_values(size_t n, const double* __restrict norms, double* __restrict values) {
+  size_t finite = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const double v = norms[r];
+    const int64_t ok = v - v == 0;
+    finite += static_cast<size_t>(ok);
+    values[r] = (ok & (v >= 0)) != 0 ? v : std::numeric_limits<double>::quiet_NaN();
+  }
+  return finite > 0;
+}
+
+// Whether any finite value is 0 or at most kZeroFrac x the largest (values: finite or NaN, >= 0); false
+// when none is finite.
+__attribute__((noinline)) bool near_zero(size_t n, const double* __restrict values) {
+  // the largest as an integer: the bits of doubles >= 0 order as they do (-0.0 as 0.0, NaN as -1)
+  int64_t top = -1;
+  for (size_t r = 0; r < n; ++r) {
+    int64_t bits;
+    std::memcpy(&bits, values + r, sizeof bits);
+    bits = values[r] == values[r] ? bits & std::numeric_limits<int64_t>::max() : -1;  // -0.0 as 0.0
+    top = bits > top ? bits : top;
+  }
+  if (top < 0) return false;  // none finite
+  double gmax;
+  std::memcpy(&gmax, &top, sizeof gmax);
+  size_t near = 0;
+  for (size_t r = 0; r < n; ++r) near += (values[r] == 0) | (values[r] <= kZeroFrac * gmax);
+  return near > 0;
+}
+
+class ZeroGradRank final : public BlockDetector {
  public:
   explicit ZeroGradRank(const DetectorConfig& c) : cfg_world_(c.world_size) {}
   const char* cause() const override { return "zero_grad_rank"; }
 
-  void observe(const Record& r) override {
-    if (r.kind != RecordKind::step || r.rank < 0) return;
-    if (cfg_world_ > 0 && r.rank >= cfg_world_) return;
+  void observe_event(const Record&) override {}
+
+  void observe_block(const StepBlock& b) override {
+    if (b.rows() == 0) return;
+    if (b.lockstep && whole_step(b)) return;
+    for (size_t i = 0; i < b.rows(); ++i) row(b, i);
+  }
+
+  void row(const StepBlock& b, size_t i) {
+    const int rank = b.rank[i];
+    const int64_t step = b.step[i];
+    if (rank < 0) return;
+    if (cfg_world_ > 0 && rank >= cfg_world_) return;
     any_steps_ = true;
-    world_ = std::max(world_, cfg_world_ > 0 ? cfg_world_ : r.rank + 1);
-    if (finite(r.local_grad_norm)) local_seen_ = true;
-    if (static_cast<size_t>(r.rank) >= seen_.size()) seen_.resize(static_cast<size_t>(r.rank) + 1);
-    const int64_t occ = seen_[static_cast<size_t>(r.rank)].occurrence(r.step);
-    const std::pair<int64_t, int64_t> key{r.step, occ};
+    world_ = std::max(world_, cfg_world_ > 0 ? cfg_world_ : rank + 1);
+    const double v = b.local_grad_norm[i], t = b.t[i];  // NaN when not logged
+    if (std::isfinite(v)) local_seen_ = true;
+    if (static_cast<size_t>(rank) >= seen_.size()) seen_.resize(static_cast<size_t>(rank) + 1), extends_.resize(seen_.size(), kNever);
+    const int64_t occ = count(static_cast<size_t>(rank), step);
+    const std::pair<int64_t, int64_t> key{step, occ};
     // every rank's record of a step arrives in a row: one map lookup per step, not per record
     if (last_ == pending_.end() || last_->first != key) {
       last_ = pending_.try_emplace(key).first;
@@ -60,13 +117,13 @@ class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
       p.values.resize(world_, std::nan(""));
       p.reported.resize(world_, 0);
     }
-    if (p.reported[r.rank]) return;
-    p.reported[r.rank] = 1;
+    if (p.reported[rank]) return;
+    p.reported[rank] = 1;
     ++p.n;
-    if (finite(r.local_grad_norm) && *r.local_grad_norm >= 0) p.values[r.rank] = *r.local_grad_norm;
-    if (finite(r.t)) p.t = std::isfinite(p.t) ? std::max(p.t, r.t) : r.t;
+    if (std::isfinite(v) && v >= 0) p.values[rank] = v;
+    if (std::isfinite(t)) p.t = std::isfinite(p.t) ? std::max(p.t, t) : t;
     if (p.n >= world_ && p.n >= 2) {
-      judge(r.step, p);
+      judge(step, p.values.data(), p.values.size(), p.t);
       close(last_);
     }
     while (pending_.size() > kMaxPending) close(pending_.begin());
@@ -110,29 +167,53 @@ class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
     int64_t first = -1;
   };
 
-  void judge(int64_t step, const Pending& p) {
+  // A block in lockstep that is a whole step of every rank (the fleet simulator's), with nothing
+  // pending and every rank at the same occurrence of the step: judged from its column. False when it is
+  // not one (its rows go one by one then; the occurrences it counted are then counted again by row()
+  // only for ranks whose count it did not take: it takes none unless it judges).
+  bool whole_step(const StepBlock& b) {
+    const size_t n = b.rows();
+    const int w = static_cast<int>(n);
+    if (!pending_.empty() || n < 2 || (cfg_world_ > 0 ? cfg_world_ != w : world_ > w)) return false;
+    if (seen_.size() < n) seen_.resize(n), extends_.resize(n, kNever);
+    const int64_t step = b.step[0];
+    if (extend_all(n, step, extends_.data())) {
+      // every rank's open run goes on to `step`: its first occurrence everywhere (occurrence() does the
+      // same, one rank at a time)
+      for (size_t r = 0; r < n; ++r) seen_[r].hi = step;
+    } else {
+      const int64_t occ = seen_[0].peek(step);
+      for (size_t r = 1; r < n; ++r)
+        if (seen_[r].peek(step) != occ) return false;
+      for (size_t r = 0; r < n; ++r) count(r, step);
+    }
+    any_steps_ = true;
+    world_ = w;
+    values_.resize(n);
+    if (column_values(n, b.local_grad_norm.data(), values_.data())) local_seen_ = true;
+    judge(step, values_.data(), n, b.t_max);
+    return true;
+  }
+
+  void judge(int64_t step, const double* values, size_t nv, double t) {
     ++judged_;
     if (finding_) return;  // sticky: nothing a later step does is reported
-    const int w = static_cast<int>(p.values.size());
+    const int w = static_cast<int>(nv);
     runs_.resize(w);
     // Fast path (most steps at fleet scale): no rank is near zero and no zero run is open, so the
     // per-rank judgement below would change nothing (a non-zero rank only resets a run).
-    sorted_.clear();
-    for (double v : p.values)
-      if (std::isfinite(v)) sorted_.push_back(v);
-    if (sorted_.empty()) return;
-    const double gmax = *std::max_element(sorted_.begin(), sorted_.end());
-    bool any = open_runs_ > 0;
-    for (double v : sorted_) any = any || v == 0 || v <= kZeroFrac * gmax;
-    if (!any) return;
+    if (!near_zero(nv, values) && open_runs_ == 0) return;
     // Each rank against the others: median and max of the others from one sorted copy (the same
     // values median(others) would sort), O(W log W) per step instead of O(W^2 log W).
+    sorted_.clear();
+    for (size_t r = 0; r < nv; ++r)
+      if (std::isfinite(values[r])) sorted_.push_back(values[r]);
     std::sort(sorted_.begin(), sorted_.end());
     const size_t n = sorted_.size();
     int fired = -1;
     double med_fired = 0;
     for (int r = 0; r < w; ++r) {
-      const double v = p.values[r];
+      const double v = values[r];
       if (!std::isfinite(v)) continue;
       if (n < 2) continue;  // no other rank reported a finite norm
       const size_t i = static_cast<size_t>(std::lower_bound(sorted_.begin(), sorted_.end(), v) - sorted_.begin());
@@ -161,12 +242,12 @@ class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
     f.rank = fired;
     f.onset_step = runs_[fired].first;
     f.detected_step = step;
-    f.detected_t = p.t;
-    f.confidence = p.values[fired] == 0 ? 0.95 : 0.85;
+    f.detected_t = t;
+    f.confidence = values[fired] == 0 ? 0.95 : 0.85;
     f.evidence.push_back(fmt::format("rank {} local grad norm {} at steps {}..{} while the other ranks' median is {}",
-                                     fired, sci(p.values[fired]), runs_[fired].first, step, num(med_fired)));
+                                     fired, sci(values[fired]), runs_[fired].first, step, num(med_fired)));
     std::string all;
-    for (int r = 0; r < w; ++r) all += fmt::format("{}rank {}: {}", r ? ", " : "", r, num(p.values[r]));
+    for (int r = 0; r < w; ++r) all += fmt::format("{}rank {}: {}", r ? ", " : "", r, num(values[r]));
     f.evidence.push_back("local grad norms at step " + std::to_string(step) + ": " + all);
     finding_ = std::move(f);
   }
@@ -182,6 +263,14 @@ class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
     std::vector<Run> closed;
     bool open = false;
     int64_t lo = 0, hi = 0;
+    // What occurrence(step) would return, without counting it: a step that does not extend the open run
+    // closes it first, and the closed runs then cover `step` once more if it lay in the open one.
+    int64_t peek(int64_t step) const {
+      int64_t n = !(open && step > hi) && open && lo <= step && step <= hi ? 1 : 0;
+      for (const Run& c : closed)
+        if (c.lo <= step && step <= c.hi) n += c.times;
+      return n;
+    }
     int64_t occurrence(int64_t step) {
       if (open && step > hi) {
         hi = step;
@@ -200,7 +289,15 @@ class ZeroGradRank final : public BlockDetector<ZeroGradRank> {
     }
   };
   std::vector<Seen> seen_;                 // per rank
-  std::vector<double> sorted_;             // scratch for judge()
+  // per rank: the open run's last step when it has no closed run before it (so that the next step of a
+  // whole block can be checked for all ranks at once: extend_all), else kNever
+  std::vector<int64_t> extends_;
+  int64_t count(size_t r, int64_t step) {
+    const int64_t occ = seen_[r].occurrence(step);
+    extends_[r] = seen_[r].open && seen_[r].closed.empty() ? seen_[r].hi : kNever;
+    return occ;
+  }
+  std::vector<double> sorted_, values_;    // scratch for judge(); a whole step's values
   int64_t open_runs_ = 0;                  // ranks with a zero run in progress
   PendingMap pending_;
   PendingMap::iterator last_ = pending_.end();  // the step records arrive for now

@@ -70,15 +70,15 @@ Drill::Drill(DrillRun run, std::function<double()> now_s, DrillOptions o)
     score_.truth_cause = f.cause_id();
     score_.truth_rank = f.rank;
   }
-  score_.restarted = run_.summary->restarts() > 0;
+  score_.restarted = (run_.first ? *run_.first : *run_.summary).restarts() > 0;
   score_.max_total = score_.restarted ? 110 : 100;
 }
 
 std::string Drill::intro() const {
-  const RunSummary& r = *run_.summary;
+  const RunSummary& r = run_.first ? *run_.first : *run_.summary;  // the first view: no wait for the rest
   std::string s = "flatline drill: " + run_.prompt + "\nFind out why, one signal at a time.\n";
   s += fmt::format("the run: {} ranks, {} steps planned, last logged step {} (its name is hidden)\n", r.world(),
-                   run_.manifest ? run_.manifest->steps : 0, r.last_step());
+                   run_.manifest ? run_.manifest->steps : 0, run_.last_step >= 0 ? run_.last_step : r.last_step());
   for (const auto& e : r.events())  // a restart is in the job's own log: the trainee knows of it
     if (e.name == event::resume) s += fmt::format("the job was restarted: resumed {} at t={:.0f} s\n", e.detail, e.t);
   s += "\n" + loss_view(r);
@@ -93,7 +93,7 @@ std::string Drill::handle(const std::string& line) {
   std::transform(cmd.begin(), cmd.end(), cmd.begin(), [](unsigned char c) { return std::tolower(c); });
   if (cmd.empty() || cmd[0] == '#') return "";
   if (cmd == "help" || cmd == "?") return help_text();
-  if (cmd == "loss") return loss_view(*run_.summary);
+  if (cmd == "loss") return loss_view(run_.first ? *run_.first : *run_.summary);
   if (cmd == "quit" || cmd == "exit") {
     finish();
     return "";

@@ -122,13 +122,24 @@ std::string drill_prompt(int64_t step) {
 DrillRun simulate_drill(const DrillPlan& plan, uint64_t seed, std::launch detectors) {
   const Scenario s = plan.scenario;
   DrillRun run;
-  auto summary = std::make_shared<RunSummary>(s.world_size);
+  auto first = std::make_shared<RunSummary>(s.world_size);
   const auto t0 = std::chrono::steady_clock::now();
-  const SimResult r = simulate(s, SimOptions{}, *summary);
+  SimOptions series;
+  series.output_ranks = {0};  // the series rank (RunSummary: the lowest that writes step records)
+  const SimResult r = simulate(s, series, *first);
   run.manifest = simulation_manifest(s, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  run.summary = summary;
-  // The same telemetry again (same scenario and seed: identical records), into the detectors.
-  run.diagnosis = std::async(detectors, [s] {
+  run.first = first;
+  run.last_step = r.max_logged_step;
+  // The same run with every rank writing (same scenario and seed: identical records), into the summary
+  // of the views, then into the detectors.
+  auto views = std::async(std::launch::async, [s] {
+                 auto sum = std::make_shared<RunSummary>(s.world_size);
+                 simulate(s, SimOptions{}, *sum);
+                 return std::shared_ptr<const RunSummary>(sum);
+               }).share();
+  run.summary.later(views);
+  run.diagnosis = std::async(detectors, [s, views] {
+                    views.wait();  // the summary first: the views are asked for before the diagnosis
                     DetectorConfig cfg;
                     cfg.world_size = s.world_size;
                     Triage t(cfg);
@@ -188,7 +199,7 @@ DrillRun recorded_drill(const std::string& dir) {
   const Diagnosis d = tri.diagnosis();
   done.set_value(d);
   run.diagnosis = done.get_future().share();
-  run.summary = summary;
+  run.summary = std::shared_ptr<const RunSummary>(summary);
   run.prompt = drill_prompt(d.plateau.known && d.plateau.flat ? d.plateau.flat_since : -1);
   return run;
 }

@@ -66,20 +66,43 @@ DrillPlan plan_drill_of(const ScenarioText& scenario, uint64_t seed, const Drill
 // The variant of `s` moved to the shape, P and the rank at fault (see above), validated by the loader.
 Scenario drill_variant(const Scenario& s, const DrillShape& shape, int64_t plateau, int fault_rank);
 
+// The run's summary, which the views read. A simulated run's is built in the background while the first
+// view is shown (the loss of the series rank, DrillRun::first): * and -> wait for it.
+class DrillSummary {
+ public:
+  DrillSummary() = default;
+  DrillSummary(std::shared_ptr<const RunSummary> s) : ready_(std::move(s)) {}  // NOLINT: a summary at hand
+  void later(std::shared_future<std::shared_ptr<const RunSummary>> f) { later_ = std::move(f); }
+  const RunSummary& operator*() const { return ready_ ? *ready_ : *later_.get(); }
+  const RunSummary* operator->() const { return &**this; }
+  explicit operator bool() const { return ready_ || later_.valid(); }
+
+ private:
+  std::shared_ptr<const RunSummary> ready_;
+  std::shared_future<std::shared_ptr<const RunSummary>> later_;
+};
+
 struct DrillRun {
   std::string origin;          // one line: where the run came from, without a hint of its cause
   std::string prompt;          // the interview question, with the step it names
   std::string name, dir;       // revealed in the summary: the scenario's name, its file or run directory
   std::optional<Manifest> manifest;          // the hidden truth
-  std::shared_ptr<const RunSummary> summary;
+  DrillSummary summary;
+  // What the first view (the prompt's loss plot, the run's shape, its restarts) reads when the summary
+  // is still being built: the series rank's records alone (null: the summary), and the last step any
+  // rank logged (-1: the summary's).
+  std::shared_ptr<const RunSummary> first;
+  int64_t last_step = -1;
   std::shared_future<Diagnosis> diagnosis;  // the detectors' diagnosis; may still be computing
   std::vector<std::string> warnings;        // malformed telemetry lines of a recorded run
   bool detectors_ready() const;
 };
 
-// Simulates the plan into a RunSummary (the views) and runs the detectors over the same telemetry: with
-// std::launch::async a second simulation streams into a Triage on its own thread while the drill is
-// played (O(ranks) memory; the summary waits for it); std::launch::deferred runs it when first asked.
+// Simulates the plan for the drill: first only the series rank's records (rank 0: SimOptions::
+// output_ranks; the same run, a fraction of the work) into DrillRun::first, for the prompt; then, in the
+// background, every rank's into the summary the views read, and the same telemetry again into the
+// detectors: with std::launch::async on their own threads while the drill is played (O(ranks) memory;
+// the detectors start once the summary is built), with std::launch::deferred when first asked.
 DrillRun simulate_drill(const DrillPlan& plan, uint64_t seed, std::launch detectors = std::launch::async);
 
 // The recorded run directories under `dir` that have a manifest (the truth), sorted; [] when none.

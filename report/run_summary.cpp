@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace flatline {
 namespace {
@@ -23,6 +24,7 @@ RunSummary::RunSummary(int world_size) : world_hint_(world_size) {
       tracked_index_[r] = static_cast<int>(tracked_.size());
       tracked_.emplace_back();
       tracked_.back().rank = r;
+      tracked_ranks_.push_back(r);
     }
   }
 }
@@ -55,8 +57,21 @@ void RunSummary::write(const Record& r) {
   if (std::isfinite(r.t)) t_end_ = std::max(t_end_, r.t);
   Rank& k = rank(r.rank);
   switch (r.kind) {
-    case RecordKind::step: step(r, k); break;
-    case RecordKind::heartbeat: heartbeat(r, k); break;
+    case RecordKind::step: {
+      StepIn in;
+      in.rank = r.rank, in.step = r.step, in.t = r.t;
+      in.loss = r.loss_avg ? *r.loss_avg : opt(r.loss);
+      in.lr = opt(r.lr), in.grad_norm = opt(r.grad_norm), in.zero_frac = opt(r.grad_zero_frac);
+      in.loss_scale = opt(r.loss_scale), in.update_norm = opt(r.update_norm);
+      in.overflow = flag(r.overflow), in.skipped = flag(r.skipped);
+      in.has_local = r.local_grad_norm.has_value(), in.local = opt(r.local_grad_norm);
+      in.has_times = r.step_ms && r.comm_ms;
+      if (in.has_times) in.compute_ms = *r.step_ms - *r.comm_ms;
+      in.has_hash = r.batch_hash.has_value(), in.hash = r.batch_hash.value_or(0);
+      step(in, k);
+      break;
+    }
+    case RecordKind::heartbeat: heartbeat(r.t, r.step, r.phase, k); break;
     case RecordKind::event: event(r, k); break;
     case RecordKind::eval:
       if (r.rank == series_rank_ && r.eval_loss) evals_.emplace_back(r.step, *r.eval_loss);
@@ -73,7 +88,7 @@ void RunSummary::end(double t_end) {
     }
 }
 
-void RunSummary::step(const Record& r, Rank& k) {
+void RunSummary::step(const StepIn& r, Rank& k) {
   if (series_rank_ < 0 || r.rank < series_rank_) {  // a lower rank: its series replace what was kept
     const bool keep_events = series_rank_ < 0 && r.rank == 0;  // rank 0's events before its first step
     series_rank_ = r.rank;
@@ -110,9 +125,9 @@ void RunSummary::step(const Record& r, Rank& k) {
   k.prev_step = r.step;
   if (t_ok) k.prev_t = k.last_step_t = r.t;
   // ---- local grad norm, per rank and across ranks at this ordinal
-  if (r.local_grad_norm) {
+  if (r.has_local) {
     local_norms_ = true;
-    const double v = *r.local_grad_norm;
+    const double v = r.local;
     k.last_norms[static_cast<size_t>(k.norms % kWindow)] = v;
     ++k.norms;
     const bool zero = v <= kZeroNorm;
@@ -134,37 +149,37 @@ void RunSummary::step(const Record& r, Rank& k) {
     }
     a.zeros += zero;
   }
-  if (r.step_ms && r.comm_ms) {
+  if (r.has_times) {
     timed_ = true;
-    k.compute_ms_sum += *r.step_ms - *r.comm_ms;
+    k.compute_ms_sum += r.compute_ms;
     ++k.timed;
   }
-  if (r.batch_hash) {
+  if (r.has_hash) {
     hashed_ = true;
     const int ti = tracked_index_[static_cast<size_t>(r.rank)];
     if (ti >= 0) track(r, tracked_[static_cast<size_t>(ti)]);
   }
 }
 
-void RunSummary::series(const Record& r) {
+void RunSummary::series(const StepIn& r) {
   Row w;
   w.step = r.step;
   w.t = r.t;
-  w.loss = r.loss_avg ? *r.loss_avg : opt(r.loss);
-  w.lr = opt(r.lr);
-  w.grad_norm = opt(r.grad_norm);
-  w.zero_frac = opt(r.grad_zero_frac);
-  w.loss_scale = opt(r.loss_scale);
-  w.update_norm = opt(r.update_norm);
-  w.overflow = flag(r.overflow);
-  w.skipped = flag(r.skipped);
+  w.loss = r.loss;
+  w.lr = r.lr;
+  w.grad_norm = r.grad_norm;
+  w.zero_frac = r.zero_frac;
+  w.loss_scale = r.loss_scale;
+  w.update_norm = r.update_norm;
+  w.overflow = r.overflow;
+  w.skipped = r.skipped;
   rows_.push_back(w);
 }
 
 // A repeat is a batch first trained at ANOTHER step; the same batch at the same step is a restart
 // re-running that step (the sampler position was restored), as detectors/data_replay.cpp judges.
-void RunSummary::track(const Record& r, Tracked& tr) {
-  const uint64_t h = *r.batch_hash;
+void RunSummary::track(const StepIn& r, Tracked& tr) {
+  const uint64_t h = r.hash;
   ++tr.hashed;
   auto [it, fresh] = tr.first_seen.emplace(h, r.step);
   const int64_t first = fresh ? -1 : it->second;
@@ -191,22 +206,126 @@ void RunSummary::track(const Record& r, Tracked& tr) {
   }
 }
 
-void RunSummary::heartbeat(const Record& r, Rank& k) {
+void RunSummary::heartbeat(double t, int64_t step, std::string_view phase, Rank& k) {
   ++heartbeats_;
   ++k.heartbeats;
-  k.hb_t = r.t;
-  k.hb_step = r.step;
-  if (k.hb_phase != r.phase) k.hb_phase = r.phase;
+  k.hb_t = t;
+  k.hb_step = step;
+  if (k.hb_phase != phase) k.hb_phase.assign(phase.data(), phase.size());
   // Every hb_stride_-th heartbeat of the run is kept; a full sample drops every other one and the
   // stride doubles, so the sample stays spread over the whole run in O(kHeartbeatSample) memory.
-  if (hb_seen_++ % hb_stride_ == 0 && std::isfinite(r.t)) {
-    hb_sample_.emplace_back(r.t, r.step);
+  if (hb_seen_++ % hb_stride_ == 0 && std::isfinite(t)) {
+    hb_sample_.emplace_back(t, step);
     if (hb_sample_.size() >= kHeartbeatSample) {
       size_t j = 0;
       for (size_t i = 0; i < hb_sample_.size(); i += 2) hb_sample_[j++] = hb_sample_[i];
       hb_sample_.resize(j);
       hb_stride_ *= 2;
     }
+  }
+}
+
+// step() for row i of a block in lockstep that carries every field step() reads, of a rank other than
+// (and above) the series rank: the same updates, read from the columns without the checks a block in
+// lockstep has made (a finite t; the series kept elsewhere).
+void RunSummary::lockstep_row(const StepBlock& b, size_t i, Rank& k) {
+  ++records_;
+  const double t = b.t[i];
+  const int64_t s = b.step[i];
+  t_end_ = t_end_ < t ? t : t_end_;
+  const int64_t ordinal = k.step_records++;
+  if (s > k.max_step) k.max_step = s, k.reached_t = t;
+  if (std::isfinite(k.prev_t) && t - k.prev_t > k.longest_gap_s) k.longest_gap_s = t - k.prev_t, k.gap_before_step = s;
+  if (s == k.prev_step && std::isfinite(k.prev_t) && t > k.prev_t) {
+    if (++k.same_run > k.stuck_records) {
+      k.stuck_records = k.same_run;
+      k.stuck_step = s;
+      k.stuck_from_t = k.same_from_t;
+      k.stuck_to_t = t;
+    }
+  } else {
+    k.same_run = 1;
+    k.same_from_t = t;
+  }
+  k.prev_step = s;
+  k.prev_t = k.last_step_t = t;
+  const double v = b.local_grad_norm[i];
+  local_norms_ = true;
+  k.last_norms[static_cast<size_t>(k.norms % kWindow)] = v;
+  ++k.norms;
+  const bool zero = v <= kZeroNorm;
+  if (zero) {
+    if (k.zero_norms++ == 0) k.first_zero_step = s;
+  } else {
+    k.last_nonzero_step = s;
+  }
+  if (static_cast<size_t>(ordinal) >= across_.size()) across_.resize(static_cast<size_t>(ordinal) + 1);
+  Across& a = across_[static_cast<size_t>(ordinal)];
+  a.step = s;
+  if (std::isfinite(v)) {
+    k.norm_sum += v;
+    ++k.finite_norms;
+    a.min = std::min(a.min, v);
+    a.max = std::max(a.max, v);
+    a.sum += v;
+    ++a.n;
+  }
+  a.zeros += zero;
+  timed_ = true;
+  k.compute_ms_sum += b.step_ms[i] - b.comm_ms[i];
+  ++k.timed;
+  if (b.flags[i] & StepBlock::kBatchHash) {
+    hashed_ = true;
+    const int ti = tracked_index_[static_cast<size_t>(b.rank[i])];
+    if (ti >= 0) {
+      StepIn in;
+      in.rank = b.rank[i], in.step = s, in.t = t, in.has_hash = true, in.hash = b.batch_hash[i];
+      track(in, tracked_[static_cast<size_t>(ti)]);
+    }
+  }
+}
+
+// The same as write() on each record of the block, in stream order, from its columns.
+void RunSummary::write_block(const StepBlock& b) {
+  const size_t n = b.rows(), nb = b.beats.size();
+  if (b.lockstep && n > 0) rank(static_cast<int>(n) - 1);
+  size_t j = 0;
+  StepIn in;
+  for (size_t i = 0; i <= n; ++i) {
+    for (; j < nb && b.beats[j].row <= i; ++j) {
+      const StepBlock::Beats& run = b.beats[j];
+      if (run.rank < 0) continue;
+      Rank& k = rank(run.rank);
+      const std::string_view phase = b.phase_name(run.phase);
+      double t = run.t0;
+      for (int m = 0; m < run.n; ++m, t += run.dt) {
+        ++records_;
+        if (std::isfinite(t)) t_end_ = std::max(t_end_, t);
+        heartbeat(t, run.step, phase, k);
+      }
+    }
+    if (i == n) break;
+    const int r = b.rank[i];
+    if (r < 0) continue;
+    if (b.lockstep && world_hint_ > 0 && series_rank_ >= 0 && r > series_rank_ &&
+        (b.all_has & kFastFields) == kFastFields) {
+      lockstep_row(b, i, ranks_[static_cast<size_t>(r)]);
+      continue;
+    }
+    ++records_;
+    const uint64_t f = b.flags[i];
+    in.rank = r, in.step = b.step[i], in.t = b.t[i];
+    if (std::isfinite(in.t)) t_end_ = std::max(t_end_, in.t);
+    in.loss = f & StepBlock::kLossAvg ? b.loss_avg[i] : b.loss[i];  // NaN when neither was logged
+    in.lr = b.lr[i], in.grad_norm = b.grad_norm[i], in.zero_frac = b.grad_zero_frac[i];
+    in.loss_scale = b.loss_scale[i], in.update_norm = b.update_norm[i];
+    in.overflow = f & StepBlock::kOverflow ? static_cast<int8_t>(b.overflow(i)) : int8_t{-1};
+    in.skipped = f & StepBlock::kSkipped ? static_cast<int8_t>(b.skipped(i)) : int8_t{-1};
+    in.has_local = f & StepBlock::kLocalGradNorm, in.local = b.local_grad_norm[i];
+    in.has_times = (f & StepBlock::kStepMs) && (f & StepBlock::kCommMs);
+    in.compute_ms = b.step_ms[i] - b.comm_ms[i];
+    in.has_hash = f & StepBlock::kBatchHash, in.hash = b.batch_hash[i];
+    step(in, rank(r));
   }
 }
 

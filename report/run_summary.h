@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -44,7 +45,12 @@ class RunSummary : public RecordSink {
   explicit RunSummary(int world_size = 0);
 
   void write(const Record& r) override;
+  void write_block(const StepBlock& b) override;
   void end(double t_end) override;
+  // The ranks whose batch fingerprints it keeps (the simulator hashes only their batches for it).
+  const std::vector<int>* batch_hash_ranks() const override {
+    return world_hint_ > 0 ? &tracked_ranks_ : nullptr;  // an unknown world tracks the ranks it meets
+  }
 
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -137,17 +143,31 @@ class RunSummary : public RecordSink {
   size_t bytes() const;
 
  private:
+  // What step() reads of a step record (NaN / -1 / false where the field was not logged).
+  struct StepIn {
+    int rank = 0;
+    int64_t step = 0;
+    double t = kNaN, loss = kNaN, lr = kNaN, grad_norm = kNaN, zero_frac = kNaN, loss_scale = kNaN,
+           update_norm = kNaN, local = kNaN, compute_ms = kNaN;
+    int8_t overflow = -1, skipped = -1;
+    bool has_local = false, has_times = false, has_hash = false;
+    uint64_t hash = 0;
+  };
   Rank& rank(int r);
-  void step(const Record& r, Rank& k);
-  void series(const Record& r);
-  void track(const Record& r, Tracked& tr);
-  void heartbeat(const Record& r, Rank& k);
+  void step(const StepIn& r, Rank& k);
+  void lockstep_row(const StepBlock& b, size_t i, Rank& k);
+  // The fields lockstep_row reads (a block in lockstep whose rows all carry them takes it).
+  static constexpr uint64_t kFastFields = StepBlock::kLocalGradNorm | StepBlock::kStepMs | StepBlock::kCommMs;
+  void series(const StepIn& r);
+  void track(const StepIn& r, Tracked& tr);
+  void heartbeat(double t, int64_t step, std::string_view phase, Rank& k);
   void event(const Record& r, Rank& k);
 
   int world_hint_;
   std::vector<Rank> ranks_;
   std::vector<int> tracked_index_;   // rank -> index in tracked_, -1
   std::vector<Tracked> tracked_;
+  std::vector<int> tracked_ranks_;   // the ranks of tracked_, in order
   std::vector<Row> rows_;
   int series_rank_ = -1;
   std::vector<Across> across_;

@@ -97,6 +97,13 @@ struct FleetSampler {
     keys(e);
     permute_run(pos * global, global, out);
   }
+  // The same ids by position in the rank's batch: out[k x ranks + r] is rank r's k-th id (ranks =
+  // global / per_rank), the layout lanes.h hashes every rank's batch from.
+  void slot_ids(int64_t index, int64_t* out) const {
+    const int64_t e = index / per_epoch, pos = index % per_epoch, ranks = global / per_rank;
+    keys(e);
+    for (int64_t k = 0; k < per_rank; ++k) permute_run(pos * global + k, ranks, out + k * ranks, per_rank);
+  }
 
  private:
   void keys(int64_t e) const {  // for the last epoch asked: consecutive steps share it
@@ -106,7 +113,8 @@ struct FleetSampler {
     b_ = mix(seed + static_cast<uint64_t>(e));
     c_ = mix(seed ^ mix(static_cast<uint64_t>(e) * 2 + 2)) | 1;
   }
-  void permute_run(int64_t first, int64_t count, int64_t* out) const;  // walk.cpp
+  // out[j] = the permutation of position first + j x stride, j < count (walk.cpp)
+  void permute_run(int64_t first, int64_t count, int64_t* out, int64_t stride = 1) const;
   mutable int64_t key_epoch_ = -1;
   mutable uint64_t a_ = 1, b_ = 0, c_ = 1;
 };

@@ -22,14 +22,16 @@
 //             contiguous slice, drop_last, epochs) over a simulated dataset of 2^k samples (about 1000
 //             steps per epoch); the per-epoch permutation is a keyed affine bijection computed per id
 //             (a materialised shuffle would cost O(dataset) memory and time); batch_hash of the ids.
-// Streaming: records go to a RecordSink one at a time (a Triage, JSONL files, a counter); nothing is
-// retained, so memory is O(ranks) and time O(ranks x steps).
+// Streaming: each logged step goes to a RecordSink as one block of columns (telemetry/block.h: a row per
+// rank, each rank's heartbeats of the step folded before its row), events and eval records one at a time
+// (a Triage, JSONL files, a counter); nothing is retained, so memory is O(ranks) and time O(ranks x steps).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "faults/fault.h"
+#include "telemetry/block.h"
 #include "telemetry/record.h"
 
 namespace flatline {
@@ -37,13 +39,19 @@ namespace flatline {
 class RecordSink {
  public:
   virtual ~RecordSink() = default;
+  // An event or an eval record (and, by default, each record of a block).
   virtual void write(const Record& r) = 0;
-  // The simulator hands its records over in blocks that it builds in place (no copy per record); the
-  // records are valid during the call only. Default: one write() each.
-  virtual void write_block(const Record* records, size_t n) {
-    for (size_t i = 0; i < n; ++i) write(records[i]);
+  // Step records and heartbeats as a block of columns (telemetry/block.h) that the simulator fills in
+  // place (no Record is built); valid during the call only. Default: its records one by one to write(),
+  // in stream order.
+  virtual void write_block(const StepBlock& b) {
+    b.for_each_record([this](const Record& r) { write(r); });
   }
   virtual void end(double /*t_end*/) {}  // the run ended at simulated time t_end
+  // The ranks whose batch_hash the sink reads; nullptr (the default): every rank's. The simulator hashes
+  // only their batches: the other ranks' step records do not carry a batch_hash then (the drill's summary
+  // fingerprints 16 ranks, and hashing every batch of 1024 was a third of its simulation).
+  virtual const std::vector<int>* batch_hash_ranks() const { return nullptr; }
 };
 
 struct SimOptions {
@@ -52,6 +60,9 @@ struct SimOptions {
   bool override_seed = false;
   uint64_t seed = 0;
   double step_ms = 0;      // median compute ms per step, at most kMaxSimStepMs; 0: the default (model.h)
+  // The ranks whose records are written (empty: every rank). The others are simulated all the same (their
+  // compute times and losses shape the run) but write nothing: the drill's first view needs one rank's.
+  std::vector<int> output_ranks;
 };
 // One hour a step: beyond it the heartbeats of one step alone outnumber a run's records.
 constexpr double kMaxSimStepMs = 3600.0 * 1000;
@@ -59,6 +70,7 @@ constexpr double kMaxSimStepMs = 3600.0 * 1000;
 struct SimResult {
   int64_t records = 0, step_records = 0, heartbeats = 0;
   int64_t last_step = 0;
+  int64_t max_logged_step = -1;     // the largest step any rank's step record logged (written or not)
   double t_end = 0;                 // simulated seconds
   bool failed = false;              // ended by an error (a hang's collective timeout)
   std::string error;

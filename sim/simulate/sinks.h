@@ -12,33 +12,17 @@
 
 namespace flatline {
 
-// Records go to the Triage in blocks (Triage::observe_block: the detectors on two cores); the block
-// is flushed at end(), so read the diagnosis after end().
+// Blocks go to the Triage whole (Triage::observe_block: every detector a pass over its columns), events
+// and eval records one at a time; read the diagnosis after end().
 class TriageSink : public RecordSink {
  public:
-  explicit TriageSink(Triage& t, size_t block = 16384) : t_(t), block_(block) { buf_.reserve(block); }
-  void write(const Record& r) override {
-    buf_.push_back(r);
-    if (buf_.size() >= block_) flush();
-  }
-  void write_block(const Record* records, size_t n) override {
-    flush();  // single records first: the order is kept
-    t_.observe_block(records, n);
-  }
-  void end(double t_end) override {
-    flush();
-    t_.finish(t_end);
-  }
+  explicit TriageSink(Triage& t) : t_(t) {}
+  void write(const Record& r) override { t_.observe(r); }
+  void write_block(const StepBlock& b) override { t_.observe_block(b); }
+  void end(double t_end) override { t_.finish(t_end); }
 
  private:
-  void flush() {
-    if (buf_.empty()) return;
-    t_.observe_block(buf_.data(), buf_.size());
-    buf_.clear();
-  }
   Triage& t_;
-  size_t block_;
-  std::vector<Record> buf_;
 };
 
 // One buffered file per rank, opened on the rank's first record (1024 ranks: 1024 open files).
@@ -60,7 +44,7 @@ class TeeSink : public RecordSink {
  public:
   TeeSink(RecordSink& a, RecordSink& b) : a_(a), b_(b) {}
   void write(const Record& r) override { a_.write(r), b_.write(r); }
-  void write_block(const Record* r, size_t n) override { a_.write_block(r, n), b_.write_block(r, n); }
+  void write_block(const StepBlock& blk) override { a_.write_block(blk), b_.write_block(blk); }
   void end(double t) override { a_.end(t), b_.end(t); }
 
  private:

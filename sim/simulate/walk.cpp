@@ -9,49 +9,58 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/protocol.h"
 #include "run/sampler.h"
+#include "sim/simulate/lanes.h"
 
 namespace flatline::simdetail {
 namespace {
 constexpr double kEvalS = 2.0, kCheckpointS = 3.0, kRestartGapS = 20.0;  // simulated pauses
 
-// FleetSampler's permutation over a run of positions, without a loop-carried dependency so that it
-// vectorises; in 32 bits when the dataset fits them (2^k divides 2^32, so the ids are the same), built
-// for AVX2 and for the baseline, picked when the library loads (GCC target_clones).
+// FleetSampler's permutation over positions first, first + stride, ..., without a loop-carried
+// dependency so that it vectorises; in 32 bits when the dataset fits them (2^k divides 2^32, so the ids
+// are the same; a run is shorter than 2^32), built for AVX2 and for the baseline, picked when the library
+// loads (GCC target_clones).
 __attribute__((target_clones("avx2", "default"))) void permute32(uint32_t a, uint32_t b, uint32_t c, uint32_t mask,
-                                                                int sh, uint32_t first, int64_t count, int64_t* out) {
-  for (int64_t j = 0; j < count; ++j) {
-    const uint32_t x = (a * (first + static_cast<uint32_t>(j)) + b) & mask;
+                                                                int sh, uint32_t first, uint32_t stride,
+                                                                int64_t count, int64_t* out) {
+  const uint32_t a1 = a * stride, b1 = a * first + b;  // a (first + stride j) + b = a1 j + b1 (mod 2^32)
+  const uint32_t n = static_cast<uint32_t>(count);
+  for (uint32_t j = 0; j < n; ++j) {
+    const uint32_t x = (a1 * j + b1) & mask;
     out[j] = static_cast<int64_t>((c * (x ^ (x >> sh))) & mask);
   }
 }
 }  // namespace
 
-void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out) const {
+void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out, int64_t stride) const {
   const uint64_t mask = static_cast<uint64_t>(n - 1);
   if (n <= (int64_t{1} << 32)) {
     permute32(static_cast<uint32_t>(a_), static_cast<uint32_t>(b_), static_cast<uint32_t>(c_),
-              static_cast<uint32_t>(mask), shift, static_cast<uint32_t>(first), count, out);
+              static_cast<uint32_t>(mask), shift, static_cast<uint32_t>(first), static_cast<uint32_t>(stride), count,
+              out);
     return;
   }
   for (int64_t j = 0; j < count; ++j) {
-    const uint64_t x = (a_ * static_cast<uint64_t>(first + j) + b_) & mask;
+    const uint64_t x = (a_ * static_cast<uint64_t>(first + j * stride) + b_) & mask;
     out[j] = static_cast<int64_t>((c_ * (x ^ (x >> shift))) & mask);
   }
 }
 
-Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
+Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* handoff)
     : sc_(s), sink_(sink), plan_(s), sampler_(s.world_size, s.batch_size * s.grad_accum, s.seed),
-      world_(s.world_size), seed_(s.seed), onsets_(plan_.truths()) {
+      world_(s.world_size), seed_(s.seed), handoff_(handoff), hash_ranks_(sink.batch_hash_ranks()),
+      onsets_(plan_.truths()) {
   compute_ms_ = o.step_ms > 0 ? o.step_ms : kDefaultComputeMs;
   comm_ms_ = comm_ms(world_);
   hb_s_ = s.heartbeat_s > 0 ? s.heartbeat_s : 0.5;
   nparams_ = model_params(s.model);
   tr_.c = plan_.start();
-  tr_.logged.assign(world_, LoggedStep{});
+  tr_.logged_step.assign(world_, 0);
+  tr_.logged_loss.assign(world_, 0.0);
   cls_.assign(world_, -1);
   for (const auto& f : plan_.faults()) {
     const int r = f->spec().target_rank;
@@ -61,56 +70,76 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink)
     }
   }
   targeted_.resize(targeted_ranks_.size());
+  while (first_untargeted_ < world_ && cls_[first_untargeted_] >= 0) ++first_untargeted_;
   next_hb_.resize(world_);
   for (int r = 0; r < world_; ++r) next_hb_[r] = hb_s_ * unif(key(seed_, 7, 0, r));  // watchdogs start apart
   compute_.resize(world_);
   loss_.resize(world_);
+  draws_.resize(world_);
   replay_.resize(world_);
   ids_.resize(static_cast<size_t>(sampler_.per_rank));
-  global_ids_.resize(static_cast<size_t>(sampler_.global));
+  slot_ids_.resize(static_cast<size_t>(sampler_.global));
   res_.truths = plan_.truths();
-  block_.resize(kBlock);
+  if (!o.output_ranks.empty()) {
+    all_out_ = false;
+    out_.assign(world_, 0);
+    for (const int r : o.output_ranks)
+      if (r >= 0 && r < world_) out_[r] = 1;
+    for (int r = 0; r < world_; ++r)
+      if (out_[r]) out_list_.push_back(r);
+  }
+  for (const auto& t : res_.truths) {
+    const int r = t.rank >= 0 ? t.rank : 0;  // OnsetClock reads the target rank's records (rank 0: all)
+    if (std::find(onset_ranks_.begin(), onset_ranks_.end(), r) == onset_ranks_.end()) onset_ranks_.push_back(r);
+  }
+}
+
+// A block of world_ rows whose rank and param_mismatches columns are set (the same in every step; a
+// block handed off comes back with another's, which were set alike).
+void Walk::ready_rows() {
+  const size_t W = static_cast<size_t>(world_);
+  if (rows_.rows() == W) return;
+  rows_.resize(W);
+  for (size_t r = 0; r < W; ++r) rows_.rank[r] = static_cast<int32_t>(r);
+  for (size_t r = 0; r < W; ++r) rows_.param_mismatches[r] = 0;  // modelled ranks apply one update
 }
 
 // Every fault at every hook, once for the untargeted ranks (a fault acts alike on every rank it
 // targets) and once per targeted rank. No fault reads what another set, so the hooks can run first.
 void Walk::actions(int64_t s) {
-  int rep = 0;
-  while (rep < world_ && cls_[rep] >= 0) ++rep;
-  generic_ = plan_.actions(s, rep < world_ ? rep : 0, world_);
+  generic_ = plan_.actions(s, first_untargeted_ < world_ ? first_untargeted_ : 0, world_);
   for (size_t i = 0; i < targeted_ranks_.size(); ++i) targeted_[i] = plan_.actions(s, targeted_ranks_[i], world_);
 }
 
 SimResult Walk::run() {
-  for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name));
+  const std::string started = fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name);
+  for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, started);
   for (int64_t s = 1; s <= sc_.steps; ++s) {
     actions(s);
-    // Every rank blocked fetching its batch past the launcher's progress watchdog: stopped by it.
-    bool all_stalled = world_ > 0;
-    for (int r = 0; r < world_ && all_stalled; ++r) all_stalled = act(r).data_block_s > 0;
+    // Every rank blocked fetching its batch past the launcher's progress watchdog: stopped by it. (Each
+    // question asked of the untargeted ranks' actions once and of each targeted rank's.)
+    const bool untargeted = world_ > static_cast<int>(targeted_ranks_.size());
+    bool all_stalled = world_ > 0 && (!untargeted || generic_.data_block_s > 0);
+    for (const int r : targeted_ranks_) all_stalled = all_stalled && act(r).data_block_s > 0;
     if (all_stalled) {
-      double least = std::numeric_limits<double>::infinity();
-      for (int r = 0; r < world_; ++r) least = std::min(least, act(r).data_block_s);
+      double least = untargeted ? generic_.data_block_s : std::numeric_limits<double>::infinity();
+      for (const int r : targeted_ranks_) least = std::min(least, act(r).data_block_s);
       const double step_s = (kDataMs + compute_ms_ + comm_ms_) / 1000;
       const double bound = progress_bound_s(s > 1, step_s, hb_s_, sc_.collective_timeout_s);
       if (least > bound) {
         stall(s, bound);
-        flush();
-        sink_.end(t_);
-        res_.t_end = t_;
-        for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
+        finish_run();
         return res_;
       }
     }
-    int hung = -1;
-    for (int r = 0; r < world_ && hung < 0; ++r)
-      if (act(r).block_s + act(r).data_block_s >= sc_.collective_timeout_s) hung = r;
+    auto hangs = [&](int r) { return act(r).block_s + act(r).data_block_s >= sc_.collective_timeout_s; };
+    int hung = -1;  // the lowest rank that hangs
+    if (untargeted && hangs(first_untargeted_)) hung = first_untargeted_;
+    for (const int r : targeted_ranks_)
+      if (hangs(r) && (hung < 0 || r < hung)) hung = r;
     if (hung >= 0) {
       hang(s, hung);
-      flush();
-      sink_.end(t_);
-      res_.t_end = t_;
-      for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
+      finish_run();
       return res_;
     }
     step(s);
@@ -118,12 +147,14 @@ SimResult Walk::run() {
       for (int r = 0; r < world_; ++r) event(r, "eval_start", s, t_);
       pause("eval", kEvalS, s);
       for (int r = 0; r < world_; ++r) {
-        Record& e = slot(RecordKind::eval);
-        e.rank = r;
-        e.step = s;
-        e.t = t_;
-        e.eval_loss = loss_at(tr_.progress) * 1.03;
-        emitted(e);
+        if (!writes(r)) continue;
+        rec_ = Record{};
+        rec_.kind = RecordKind::eval;
+        rec_.rank = r;
+        rec_.step = s;
+        rec_.t = t_;
+        rec_.eval_loss = loss_at(tr_.progress) * 1.03;
+        write(rec_);
         event(r, "eval_end", s, t_);
       }
     }
@@ -131,7 +162,8 @@ SimResult Walk::run() {
       pause("checkpoint", kCheckpointS, s);
       saved_ = tr_;
       saved_step_ = s;
-      for (int r = 0; r < world_; ++r) event(r, "checkpoint_save", s, t_, fmt::format("checkpoints/step-{:08d}", s));
+      const std::string path = fmt::format("checkpoints/step-{:08d}", s);
+      for (int r = 0; r < world_; ++r) event(r, "checkpoint_save", s, t_, path);
     }
     if (plan_.stops_for_restart(s, resumed_)) {  // every rank stops; new processes resume from the checkpoint
       for (int r = 0; r < world_; ++r) event(r, "stop_for_restart", s, t_);
@@ -146,9 +178,11 @@ SimResult Walk::run() {
       }
       tr_ = saved_;
       if (!plan_.resume(tr_.c).restore_sampler) tr_.sampler_index = 0;  // SamplerState{}: epoch 0, position 0
+      const std::string from = fmt::format("from checkpoint step {}", saved_step_),
+                        path = fmt::format("checkpoints/step-{:08d}", saved_step_);
       for (int r = 0; r < world_; ++r) {
-        event(r, "resume", saved_step_, t_, fmt::format("from checkpoint step {}", saved_step_));
-        event(r, "checkpoint_load", saved_step_, t_, fmt::format("checkpoints/step-{:08d}", saved_step_));
+        event(r, "resume", saved_step_, t_, from);
+        event(r, "checkpoint_load", saved_step_, t_, path);
       }
       s = saved_step_;
     }
@@ -156,46 +190,66 @@ SimResult Walk::run() {
   if (!res_.failed)
     for (int r = 0; r < world_; ++r) event(r, "run_end", res_.last_step, t_, "param_mismatches 0");
   res_.t_end = t_;
-  flush();
-  sink_.end(t_);
-  for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
+  finish_run();
   return res_;
 }
 
+void Walk::finish_run() {
+  flush_beats();
+  res_.t_end = t_;
+  sink_.end(t_);
+  for (size_t i = 0; i < onsets_.size(); ++i) res_.onset_t.push_back(onsets_.onset_t(i));
+}
+
+double Walk::compute_of(const StepActions& a, double g) const {
+  double c = compute_ms_ * (1 + 0.02 * g) * (1 + a.slowdown);
+  if (a.skip_backward) c *= 0.35;  // forward only
+  if (a.block_s > 0) c += a.block_s * 1000;  // shorter than the collective timeout: a late arrival
+  if (a.data_block_s > 0) c += a.data_block_s * 1000;  // likewise, fetching the batch
+  return c;
+}
+
 void Walk::step(int64_t s) {
-  // this step's per-rank draws, one stream each (model.h)
-  const uint64_t k_compute = step_key(seed_, 1, s), k_loss = step_key(seed_, 3, s), k_t = step_key(seed_, 5, s),
-                 k_local = step_key(seed_, 6, s);
+  // this step's per-rank draws, one stream each (model.h), every rank at once (lanes.h)
+  const uint64_t k_compute = step_key(seed_, 1, s), k_loss = step_key(seed_, 3, s);
   const StepActions& g = generic_;
+  const size_t W = static_cast<size_t>(world_);
   // ---- data: the sampler's next global batch, or the batch a fault asks for
   const int64_t index = RunPlan::replaced_batch(g).value_or(tr_.sampler_index);
   if (!RunPlan::replaced_batch(g)) ++tr_.sampler_index;
-  // ---- compute: per-rank forward + backward time; who contributes zeros; who emits inf
-  int zeroed = 0, replayed = 0;
-  bool inject_inf = false;
-  cmax_ = 0;
-  for (int r = 0; r < world_; ++r) {
+  // ---- compute: per-rank forward + backward time; who contributes zeros; who emits inf. Every rank as
+  // the untargeted ones first, then the targeted ranks again with their own actions.
+  gauss_draws(k_compute, 0, W, draws_.data());
+  const char replay_g = RunPlan::replaced_batch(g).value_or(index) <= tr_.max_index;
+  if (g.skip_backward || g.block_s > 0 || g.data_block_s > 0) {
+    for (size_t r = 0; r < W; ++r) compute_[r] = compute_of(g, draws_[r]);
+  } else {  // compute_of without its adjustments, in a loop that vectorises
+    const double slow = 1 + g.slowdown;
+    for (size_t r = 0; r < W; ++r) compute_[r] = compute_ms_ * (1 + 0.02 * draws_[r]) * slow;
+  }
+  for (size_t r = 0; r < W; ++r) replay_[r] = replay_g;
+  int zeroed = RunPlan::contributes_zeros(g) ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
+  int replayed = replay_g ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
+  bool inject_inf = g.inject_inf && world_ > static_cast<int>(targeted_ranks_.size());
+  for (const int r : targeted_ranks_) {
     const StepActions& a = act(r);
-    double c = compute_ms_ * (1 + 0.02 * gauss(draw(k_compute, r))) * (1 + a.slowdown);
-    if (a.skip_backward) c *= 0.35;  // forward only
-    if (a.block_s > 0) c += a.block_s * 1000;  // shorter than the collective timeout: a late arrival
-    if (a.data_block_s > 0) c += a.data_block_s * 1000;  // likewise, fetching the batch
-    compute_[r] = c;
-    cmax_ = std::max(cmax_, c);
-    if (RunPlan::contributes_zeros(a)) ++zeroed;
+    compute_[r] = compute_of(a, draws_[r]);
+    zeroed += RunPlan::contributes_zeros(a);
     inject_inf = inject_inf || a.inject_inf;
     replay_[r] = RunPlan::replaced_batch(a).value_or(index) <= tr_.max_index;
     replayed += replay_[r];
   }
+  cmax_ = 0;
+  for (size_t r = 0; r < W; ++r) cmax_ = std::max(cmax_, compute_[r]);
   tr_.max_index = std::max(tr_.max_index, index);
   const double contrib = static_cast<double>(world_ - zeroed) / world_;
   // ---- forward loss (before the update) and all-reduce
   const double L = loss_at(tr_.progress), shared = 0.005 * gauss(key(seed_, 2, s, -1));
+  gauss_draws(k_loss, 0, W, draws_.data());
+  const double one_shared = 1 + shared;
+  for (size_t r = 0; r < W; ++r) loss_[r] = L * (one_shared + 0.03 * draws_[r]) * (replay_[r] ? 0.97 : 1.0);  // memorised
   double loss_sum = 0;
-  for (int r = 0; r < world_; ++r) {
-    loss_[r] = L * (1 + shared + 0.03 * gauss(draw(k_loss, r))) * (replay_[r] ? 0.97 : 1.0);  // memorised
-    loss_sum += loss_[r];
-  }
+  for (size_t r = 0; r < W; ++r) loss_sum += loss_[r];  // in rank order, as the all-reduce's reference
   const double loss_avg = loss_sum / world_;
   // ---- optimizer: unscale, overflow check, clip, update (GradScaler order)
   const double gn = grad_norm_at(tr_.progress) * (1 + 0.05 * gauss(key(seed_, 4, s, -1)));
@@ -220,51 +274,188 @@ void Walk::step(int64_t s) {
   step_t0_ = t_;
   const double step_ms = kDataMs + cmax_ + comm_ms_ + kOptimizerMs;
   const double t_end = t_ + step_ms / 1000;
-  // ---- logging: heartbeats inside the step, then the step record, rank by rank
-  const int64_t epoch = sampler_.epoch(index);
+  // ---- logging: each rank's heartbeats inside the step before its step record
   const bool logged = plan_.logs(s);
-  if (logged) sampler_.global_ids(index, global_ids_.data());  // every rank's slice at once
-  for (int r = 0; r < world_; ++r) {
-    const StepActions& a = act(r);
-    beats_until(r, t_end, s);
-    RunPlan::log(tr_.logged[r], a, s, loss_[r]);
-    if (!logged) continue;
-    const bool zero = RunPlan::contributes_zeros(a);
-    const int64_t* ids = global_ids_.data() + static_cast<size_t>(r) * ids_.size();
-    if (const auto own = RunPlan::replaced_batch(a); own && *own != index) {
-      sampler_.ids(*own, r, ids_.data());
-      ids = ids_.data();
+  if (logged) flush_beats(), ready_rows();  // what came before this step (a pause's heartbeats) goes first
+  StepBlock& b = logged ? rows_ : beats_;
+  if (all_out_) {
+    for (size_t r = 0; r < W; ++r)
+      if (next_hb_[r] < t_end) beats_until(b, logged ? static_cast<uint32_t>(r) : 0, static_cast<int>(r), t_end, s);
+  } else {
+    for (size_t k = 0; k < out_list_.size(); ++k)
+      if (next_hb_[out_list_[k]] < t_end) beats_until(b, logged ? static_cast<uint32_t>(k) : 0, out_list_[k], t_end, s);
+  }
+  // RunPlan::log: the untargeted ranks all at once, then the targeted ones from what they showed before
+  logged_before_.clear();
+  for (const int r : targeted_ranks_) logged_before_.push_back({tr_.logged_step[r], tr_.logged_loss[r]});
+  if (!g.freeze_logging)
+    for (size_t r = 0; r < W; ++r) {
+      tr_.logged_step[r] = s;
+      tr_.logged_loss[r] = loss_[r];
     }
-    Record& rec = slot(RecordKind::step);
-    rec.opt_step = tr_.c.opt_step;
-    rec.lr = lr;
-    rec.grad_norm = grad_norm;
-    rec.grad_zero_frac = zero_frac;
-    rec.param_norm = param_norm;
-    rec.update_norm = update_norm;
-    rec.loss_scale = scale_used;
-    rec.overflow = overflow;
-    rec.skipped = skipped;
-    rec.epoch = epoch;
-    rec.samples_seen = tr_.c.samples_seen;
-    rec.step_ms = step_ms;
-    rec.param_mismatches = 0;  // modelled ranks apply one update
-    rec.rank = r;
-    rec.t = t_end + 1e-4 * unif(draw(k_t, r));  // ranks write a fraction of a ms apart
-    rec.step = tr_.logged[r].step;
-    rec.loss = tr_.logged[r].loss;
-    rec.loss_avg = RunPlan::logged_loss_avg(tr_.logged[r], a, loss_avg);
+  for (size_t i = 0; i < targeted_ranks_.size(); ++i) {
+    const int r = targeted_ranks_[i];
+    LoggedStep& l = logged_before_[i];
+    RunPlan::log(l, act(r), s, loss_[r]);
+    tr_.logged_step[r] = l.step;
+    tr_.logged_loss[r] = l.loss;
+  }
+  int64_t top = res_.max_logged_step;
+  for (size_t r = 0; r < W; ++r) top = tr_.logged_step[r] > top ? tr_.logged_step[r] : top;
+  if (logged) res_.max_logged_step = top;
+  if (logged && !all_out_) {
+    const uint64_t flags = StepBlock::kAllFields | (overflow ? StepBlock::kOverflowValue : 0) |
+                           (skipped ? StepBlock::kSkippedValue : 0);
+    fill_some(s, index, loss_avg, t_end, flags, gn, zero_frac);
+    StepBlock& c = rows_;
+    const size_t K = c.rows();
+    for (size_t k = 0; k < K; ++k) {
+      c.opt_step[k] = tr_.c.opt_step, c.epoch[k] = sampler_.epoch(index), c.samples_seen[k] = tr_.c.samples_seen;
+      c.lr[k] = lr, c.grad_norm[k] = grad_norm, c.grad_zero_frac[k] = zero_frac, c.param_norm[k] = param_norm;
+      c.update_norm[k] = update_norm, c.loss_scale[k] = scale_used, c.step_ms[k] = step_ms;
+    }
+    c.seal();
+    int64_t beats = 0;
+    for (const auto& run : c.beats) beats += run.n;
+    res_.step_records += static_cast<int64_t>(K);
+    res_.records += static_cast<int64_t>(K) + beats;
+    res_.heartbeats += beats;
+    if (handoff_) handoff_->rows(c);
+    else sink_.write_block(c);
+    c.beats.clear();
+  } else if (logged) {
+    StepBlock& c = rows_;
+    // what every rank logs alike (one loop per column: plain stores the compiler vectorises)
+    const int64_t opt = tr_.c.opt_step, epoch = sampler_.epoch(index), seen = tr_.c.samples_seen;
+    for (size_t r = 0; r < W; ++r) c.opt_step[r] = opt, c.epoch[r] = epoch, c.samples_seen[r] = seen;
+    for (size_t r = 0; r < W; ++r) c.lr[r] = lr, c.grad_norm[r] = grad_norm, c.grad_zero_frac[r] = zero_frac;
+    for (size_t r = 0; r < W; ++r) c.param_norm[r] = param_norm, c.update_norm[r] = update_norm;
+    for (size_t r = 0; r < W; ++r) c.loss_scale[r] = scale_used, c.step_ms[r] = step_ms;
+    const uint64_t flags = StepBlock::kAllFields | (overflow ? StepBlock::kOverflowValue : 0) |
+                           (skipped ? StepBlock::kSkippedValue : 0);  // every field, overflow and skipped as logged
+    // every rank's batch hash, or only those of the ranks the sink reads (RecordSink::batch_hash_ranks)
+    const uint64_t rank_flags = hash_ranks_ ? flags & ~StepBlock::kBatchHash : flags;
+    for (size_t r = 0; r < W; ++r) c.flags[r] = rank_flags;
+    if (hash_ranks_)
+      for (const int r : *hash_ranks_)
+        if (r >= 0 && r < world_) c.flags[r] = flags;
+    fill_rows(s, index, loss_avg, t_end);
     // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
-    rec.local_grad_norm = zero ? 0.0
-                          : a.inject_inf ? std::numeric_limits<double>::infinity()
-                                         : gn * kLocalOverGlobal * (1 + 0.05 * gauss(draw(k_local, r))) * (1 - zero_frac);
-    rec.batch_hash = batch_hash(ids, ids_.size());
-    rec.comm_ms = cmax_ - compute_[r] + comm_ms_;
-    emitted(rec);
-    ++res_.step_records;
+    gauss_draws(step_key(seed_, 6, s), 0, W, draws_.data());
+    const double gnk = gn * kLocalOverGlobal, kept = 1 - zero_frac;
+    const bool zero_g = RunPlan::contributes_zeros(g);
+    for (size_t r = 0; r < W; ++r)
+      c.local_grad_norm[r] = zero_g ? 0.0
+                             : g.inject_inf ? std::numeric_limits<double>::infinity()
+                                            : gnk * (1 + 0.05 * draws_[r]) * kept;
+    for (const int r : targeted_ranks_) {
+      const StepActions& a = act(r);
+      c.local_grad_norm[r] = RunPlan::contributes_zeros(a) ? 0.0
+                             : a.inject_inf ? std::numeric_limits<double>::infinity()
+                                            : gnk * (1 + 0.05 * draws_[r]) * kept;
+    }
+    // every row carries every field; with no logger frozen every row logs step s (else seal() looks)
+    bool frozen = g.freeze_logging;
+    for (const int r : targeted_ranks_) frozen = frozen || act(r).freeze_logging;
+    if (frozen) {
+      c.seal();
+    } else {
+      c.all_has = StepBlock::kAllFields;
+      c.lockstep = W > 0;
+      c.t_max = StepBlock::kNaN;
+      for (size_t r = 0; r < W; ++r) c.t_max = c.t[r] > c.t_max || r == 0 ? c.t[r] : c.t_max;
+    }
+    for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
+      rec_ = Record{};
+      rec_.rank = r;
+      rec_.step = c.step[r];
+      rec_.t = c.t[r];
+      onsets_.observe(rec_);
+    }
+    int64_t beats = 0;
+    for (const auto& run : c.beats) beats += run.n;
+    res_.step_records += static_cast<int64_t>(W);
+    res_.records += static_cast<int64_t>(W) + beats;
+    res_.heartbeats += beats;
+    if (handoff_) handoff_->rows(c);
+    else sink_.write_block(c);
+    c.beats.clear();
+  } else {
+    flush_beats();
   }
   t_ = t_end + 1e-4;
   res_.last_step = s;
+}
+
+// The per-rank columns of a logged step: the logger's step and loss, its mean, t, the batch hash and
+// the all-reduce wait.
+void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
+  StepBlock& c = rows_;
+  const size_t W = static_cast<size_t>(world_);
+  const StepActions& g = generic_;
+  unif_draws(step_key(seed_, 5, s), 0, W, draws_.data());
+  const bool frozen = g.freeze_logging;
+  for (size_t r = 0; r < W; ++r) {
+    c.step[r] = tr_.logged_step[r];
+    c.loss[r] = tr_.logged_loss[r];
+    c.loss_avg[r] = frozen ? tr_.logged_loss[r] : loss_avg;
+    c.t[r] = t_end + 1e-4 * draws_[r];  // ranks write a fraction of a ms apart
+    c.comm_ms[r] = cmax_ - compute_[r] + comm_ms_;
+  }
+  for (const int r : targeted_ranks_)
+    c.loss_avg[r] = RunPlan::logged_loss_avg({tr_.logged_step[r], tr_.logged_loss[r]}, act(r), loss_avg);
+  if (hash_ranks_) {
+    for (const int r : *hash_ranks_)
+      if (r >= 0 && r < world_) {
+        sampler_.ids(index, r, ids_.data());
+        c.batch_hash[r] = batch_hash(ids_.data(), ids_.size());
+      }
+  } else {
+    sampler_.slot_ids(index, slot_ids_.data());  // every rank's batch, by position
+    batch_hashes(slot_ids_.data(), static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
+  }
+  for (const int r : targeted_ranks_)
+    if (const auto own = RunPlan::replaced_batch(act(r)); own && *own != index) {
+      sampler_.ids(*own, r, ids_.data());
+      c.batch_hash[r] = batch_hash(ids_.data(), ids_.size());
+    }
+}
+
+void Walk::fill_some(int64_t s, int64_t index, double loss_avg, double t_end, const uint64_t flags, double gn,
+                     double zero_frac) {
+  StepBlock& c = rows_;
+  const size_t K = out_list_.size();
+  c.resize(K);
+  const uint64_t k_t = step_key(seed_, 5, s), k_local = step_key(seed_, 6, s);
+  const double gnk = gn * kLocalOverGlobal, kept = 1 - zero_frac;
+  for (size_t k = 0; k < K; ++k) {
+    const int r = out_list_[k];
+    const StepActions& a = act(r);
+    c.rank[k] = r;
+    c.param_mismatches[k] = 0;
+    c.step[k] = tr_.logged_step[r];
+    c.loss[k] = tr_.logged_loss[r];
+    c.loss_avg[k] = RunPlan::logged_loss_avg({tr_.logged_step[r], tr_.logged_loss[r]}, a, loss_avg);
+    c.t[k] = t_end + 1e-4 * unif(draw(k_t, r));
+    c.comm_ms[k] = cmax_ - compute_[r] + comm_ms_;
+    c.local_grad_norm[k] = RunPlan::contributes_zeros(a) ? 0.0
+                           : a.inject_inf ? std::numeric_limits<double>::infinity()
+                                          : gnk * (1 + 0.05 * gauss(draw(k_local, r))) * kept;
+    const bool hashed = !hash_ranks_ || std::find(hash_ranks_->begin(), hash_ranks_->end(), r) != hash_ranks_->end();
+    c.flags[k] = hashed ? flags : flags & ~StepBlock::kBatchHash;
+    if (hashed) {
+      const auto own = RunPlan::replaced_batch(a);
+      sampler_.ids(own ? *own : index, r, ids_.data());
+      c.batch_hash[k] = batch_hash(ids_.data(), ids_.size());
+    }
+  }
+  for (const int r : onset_ranks_) {  // the fault's onset in run time, whether its rank writes or not
+    rec_ = Record{};
+    rec_.rank = r;
+    rec_.step = tr_.logged_step[r];
+    rec_.t = t_end + 1e-4 * unif(draw(k_t, r));
+    onsets_.observe(rec_);
+  }
 }
 
 // A rank blocks past the collective timeout: the others wait in the all-reduce with heartbeats going
@@ -290,7 +481,7 @@ void Walk::hang(int64_t s, int hung) {
     for (int r = 0; r < world_; ++r) {
       if (failed[r]) continue;
       const double t_err = r == hung ? t_kill : t_ + (kDataMs + compute_[r]) / 1000 + sc_.collective_timeout_s;
-      beats_until(r, std::min(tau, t_err), s);
+      if (writes(r)) beats_until(beats_, 0, r, std::min(tau, t_err), s);
       if (t_err <= tau) {
         failed[r] = 1;
         if (r != hung)
@@ -312,9 +503,11 @@ void Walk::hang(int64_t s, int hung) {
 void Walk::stall(int64_t s, double bound) {
   const double t_kill = t_ + bound;
   for (int r = 0; r < world_; ++r)
-    while (next_hb_[r] < t_kill) {
-      heartbeat(r, next_hb_[r], s, "data");
-      next_hb_[r] += hb_s_;
+    if (writes(r) && next_hb_[r] < t_kill) {
+      int n = 0;
+      const double t0 = next_hb_[r];
+      while (next_hb_[r] < t_kill) next_hb_[r] += hb_s_, ++n;
+      beats_.add_beats(r, kPhaseData, s, t0, hb_s_, n);
     }
   t_ = t_kill;
   const std::string why = fmt::format("no step from any rank for {:.1f} s while records still arrive: every rank "
@@ -327,72 +520,79 @@ void Walk::stall(int64_t s, double bound) {
 
 void Walk::pause(const char* phase, double seconds, int64_t s) {
   const double until = t_ + seconds;
+  const uint8_t id = known_phase(phase);
   for (int r = 0; r < world_; ++r)
-    while (next_hb_[r] < until) {
-      heartbeat(r, next_hb_[r], s, phase);
-      next_hb_[r] += hb_s_;
+    if (writes(r) && next_hb_[r] < until) {
+      int n = 0;
+      const double t0 = next_hb_[r];
+      while (next_hb_[r] < until) next_hb_[r] += hb_s_, ++n;
+      beats_.add_beats(r, id, s, t0, hb_s_, n);
     }
   t_ = until;
 }
 
-void Walk::beats_until(int r, double until, int64_t s) {
+// Rank r's heartbeats before `until`: one run per phase (the times are the watchdog's, t + hb_s_ each).
+void Walk::beats_until(StepBlock& b, uint32_t row, int r, double until, int64_t s) {
   while (next_hb_[r] < until) {
-    heartbeat(r, next_hb_[r], s, phase_at(r, next_hb_[r]));
+    const double t = next_hb_[r];
+    const uint8_t ph = phase_at(r, t);
+    StepBlock::Beats* last = b.beats.empty() ? nullptr : &b.beats.back();
+    if (last && last->rank == r && last->phase == ph && last->step == s && last->row == row &&
+        last->dt == hb_s_ && last->t_last + hb_s_ == t) {
+      ++last->n;
+      last->t_last = t;
+    } else {
+      b.beats.push_back({r, ph, 1, row, s, t, hb_s_, t});
+    }
     next_hb_[r] += hb_s_;
   }
 }
 
-void Walk::heartbeat(int r, double t, int64_t s, const char* phase) {
-  Record& h = slot(RecordKind::heartbeat);
-  h.rank = r;
-  h.t = t;
-  h.step = s;
-  h.phase = phase;
-  emitted(h);
-  ++res_.heartbeats;
+void Walk::flush_beats() {
+  if (beats_.beats.empty()) return;
+  beats_.seal();
+  const int64_t n = static_cast<int64_t>(beats_.records());
+  res_.records += n;
+  res_.heartbeats += n;
+  sink_.write_block(beats_);
+  beats_.beats.clear();
 }
 
 void Walk::event(int r, const char* name, int64_t s, double t, const std::string& detail) {
-  Record& e = slot(RecordKind::event);
-  e.rank = r;
-  e.t = t;
-  e.step = s;
-  e.name = name;
-  e.detail = detail;
-  emitted(e);
+  if (!writes(r)) {  // a silent rank: only its resume counts, for the onset clock
+    if (std::find(onset_ranks_.begin(), onset_ranks_.end(), r) == onset_ranks_.end() || std::strcmp(name, "resume"))
+      return;
+    rec_ = Record{};
+    rec_.kind = RecordKind::event;
+    rec_.rank = r, rec_.t = t, rec_.step = s, rec_.name = name;
+    onsets_.observe(rec_);
+    return;
+  }
+  rec_ = Record{};
+  rec_.kind = RecordKind::event;
+  rec_.rank = r;
+  rec_.t = t;
+  rec_.step = s;
+  rec_.name = name;
+  rec_.detail = detail;
+  write(rec_);
 }
 
-Record& Walk::slot(RecordKind k) {
-  if (n_ == kBlock) flush();
-  Record& r = block_[n_];
-  if (r.kind == k) return r;  // the caller sets every field of its kind
-  if (r.kind == RecordKind::step || r.kind == RecordKind::eval) r = Record{};  // numbers of another kind
-  r.phase.clear();
-  r.name.clear();
-  r.detail.clear();
-  r.kind = k;
-  return r;
-}
-
-void Walk::emitted(const Record& r) {
-  ++n_;
+void Walk::write(const Record& r) {
+  flush_beats();
+  sink_.write(r);
   onsets_.observe(r);
   ++res_.records;
 }
 
-void Walk::flush() {
-  if (n_) sink_.write_block(block_.data(), n_);
-  n_ = 0;
-}
-
 // trainer.cpp's watchdog phases: data, compute (forward + backward, or a block before the
 // all-reduce), collective (waiting for the slowest rank, then the transfer), optimizer.
-const char* Walk::phase_at(int r, double t) const {
+uint8_t Walk::phase_at(int r, double t) const {
   const double d = (t - step_t0_) * 1000;
-  if (d < kDataMs) return "data";
-  if (d < kDataMs + compute_[r]) return "compute";
-  if (d < kDataMs + cmax_ + comm_ms_) return "collective";
-  return "optimizer";
+  if (d < kDataMs) return kPhaseData;
+  if (d < kDataMs + compute_[r]) return kPhaseCompute;
+  if (d < kDataMs + cmax_ + comm_ms_) return kPhaseCollective;
+  return kPhaseOptimizer;
 }
 
 }  // namespace flatline::simdetail

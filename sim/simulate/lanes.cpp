@@ -1,0 +1,169 @@
+// Per-rank draws and batch hashes of a step (lanes.h). The AVX2 paths mirror the scalar definitions
+// operation for operation in integer arithmetic (splitmix64, XXH3's mum fold) and in the same order of
+// IEEE operations (no fused multiply-add), so they give the same bits.
+#include "sim/simulate/lanes.h"
+
+#include <cstring>
+#include <vector>
+
+#include <immintrin.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "run/sampler.h"
+#include "sim/simulate/model.h"
+
+namespace flatline::simdetail {
+namespace {
+
+bool avx2() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return yes;
+}
+
+// ---- AVX2: four 64-bit lanes
+
+// The low 64 bits of a x b (lane-wise), from three 32 x 32 -> 64 multiplies.
+__attribute__((target("avx2"))) inline __m256i mul64(__m256i a, __m256i b) {
+  const __m256i lo = _mm256_mul_epu32(a, b);
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                         _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+  return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+}
+
+// model.h's mix (splitmix64's finaliser).
+__attribute__((target("avx2"))) inline __m256i mix4(__m256i x) {
+  x = _mm256_add_epi64(x, _mm256_set1_epi64x(static_cast<int64_t>(0x9e3779b97f4a7c15ULL)));
+  x = mul64(_mm256_xor_si256(x, _mm256_srli_epi64(x, 30)), _mm256_set1_epi64x(static_cast<int64_t>(0xbf58476d1ce4e5b9ULL)));
+  x = mul64(_mm256_xor_si256(x, _mm256_srli_epi64(x, 27)), _mm256_set1_epi64x(static_cast<int64_t>(0x94d049bb133111ebULL)));
+  return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
+}
+
+// An integer below 2^52 as a double, exactly: the bits of 2^52 + v, minus 2^52.
+__attribute__((target("avx2"))) inline __m256d small_to_double(__m256i v) {
+  const __m256d magic = _mm256_castsi256_pd(_mm256_set1_epi64x(0x4330000000000000LL));
+  return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(v, _mm256_castpd_si256(magic))), magic);
+}
+
+__attribute__((target("avx2"))) inline __m256i keys4(uint64_t key, int64_t r) {
+  return _mm256_xor_si256(_mm256_set1_epi64x(static_cast<int64_t>(key)), _mm256_setr_epi64x(r, r + 1, r + 2, r + 3));
+}
+
+__attribute__((target("avx2"))) void gauss_avx2(uint64_t key, int64_t first, size_t n, double* out) {
+  const __m256i q = _mm256_set1_epi64x(0xffff);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256i h = mix4(keys4(key, first + static_cast<int64_t>(i)));
+    // (h & 0xffff) + ((h >> 16) & 0xffff) + ((h >> 32) & 0xffff) + (h >> 48): below 2^18
+    const __m256i s = _mm256_add_epi64(
+        _mm256_add_epi64(_mm256_and_si256(h, q), _mm256_and_si256(_mm256_srli_epi64(h, 16), q)),
+        _mm256_add_epi64(_mm256_and_si256(_mm256_srli_epi64(h, 32), q), _mm256_srli_epi64(h, 48)));
+    // (s / 65536.0 - 2.0) * sqrt(3): dividing by 2^16 and multiplying by 2^-16 are the same exact operation
+    __m256d g = _mm256_mul_pd(small_to_double(s), _mm256_set1_pd(1.0 / 65536.0));
+    g = _mm256_mul_pd(_mm256_sub_pd(g, _mm256_set1_pd(2.0)), _mm256_set1_pd(1.7320508075688772));
+    _mm256_storeu_pd(out + i, g);
+  }
+  for (; i < n; ++i) out[i] = gauss(draw(key, first + static_cast<int64_t>(i)));
+}
+
+__attribute__((target("avx2"))) void unif_avx2(uint64_t key, int64_t first, size_t n, double* out) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256i h = mix4(keys4(key, first + static_cast<int64_t>(i)));
+    // (h >> 11) x 2^-53: h >> 11 is below 2^53, so split it into a high and a low part that each convert
+    // exactly; their sum is exact too (it is h >> 11 itself, representable).
+    const __m256i top = _mm256_srli_epi64(h, 11);
+    const __m256d hi = small_to_double(_mm256_srli_epi64(top, 26));  // below 2^27
+    const __m256d lo = small_to_double(_mm256_and_si256(top, _mm256_set1_epi64x((1LL << 26) - 1)));
+    const __m256d v = _mm256_add_pd(_mm256_mul_pd(hi, _mm256_set1_pd(67108864.0)), lo);
+    _mm256_storeu_pd(out + i, _mm256_mul_pd(v, _mm256_set1_pd(0x1.0p-53)));
+  }
+  for (; i < n; ++i) out[i] = unif(draw(key, first + static_cast<int64_t>(i)));
+}
+
+// XXH3-64 (xxhash.h, XXH3_len_17to128_64b, seed 0) of lanes of 17..128 bytes.
+uint64_t secret_word(int w) {
+  uint64_t v;
+  std::memcpy(&v, XXH3_kSecret + 8 * w, 8);
+  return v;
+}
+
+// lo(a x b) ^ hi(a x b) of the full 128-bit product (XXH3_mul128_fold64), lane-wise.
+__attribute__((target("avx2"))) inline __m256i fold4(__m256i a, __m256i b) {
+  const __m256i m32 = _mm256_set1_epi64x(0xffffffffLL);
+  const __m256i ah = _mm256_srli_epi64(a, 32), bh = _mm256_srli_epi64(b, 32);
+  const __m256i ll = _mm256_mul_epu32(a, b), lh = _mm256_mul_epu32(a, bh), hl = _mm256_mul_epu32(ah, b),
+                hh = _mm256_mul_epu32(ah, bh);
+  const __m256i cross = _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(ll, 32), _mm256_and_si256(lh, m32)), hl);
+  const __m256i hi = _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(lh, 32), _mm256_srli_epi64(cross, 32)), hh);
+  const __m256i lo = _mm256_blend_epi32(ll, _mm256_slli_epi64(cross, 32), 0xaa);
+  return _mm256_xor_si256(lo, hi);
+}
+
+__attribute__((target("avx2"))) void hashes_avx2(const int64_t* ids, int m, size_t lanes, uint64_t* out) {
+  const uint64_t len = 8u * static_cast<uint64_t>(m);
+  // the mix16B calls of XXH3_len_17to128_64b: (first word of the input, first word of the secret)
+  int calls[8][2], nc = 0;
+  auto call = [&](int w, int s) { calls[nc][0] = w, calls[nc][1] = s, ++nc; };
+  if (len > 32) {
+    if (len > 64) {
+      if (len > 96) call(6, 12), call(m - 8, 14);
+      call(4, 8), call(m - 6, 10);
+    }
+    call(2, 4), call(m - 4, 6);
+  }
+  call(0, 0), call(m - 2, 2);
+  __m256i sec[8][2];
+  for (int c = 0; c < nc; ++c)
+    for (int k = 0; k < 2; ++k) sec[c][k] = _mm256_set1_epi64x(static_cast<int64_t>(secret_word(calls[c][1] + k)));
+  const __m256i start = _mm256_set1_epi64x(static_cast<int64_t>(len * XXH_PRIME64_1));
+  const __m256i prime = _mm256_set1_epi64x(static_cast<int64_t>(0x165667919E3779F9ULL));
+  size_t j = 0;
+  for (; j + 4 <= lanes; j += 4) {
+    __m256i acc = start;
+    for (int c = 0; c < nc; ++c) {
+      const auto* a = reinterpret_cast<const __m256i*>(ids + static_cast<size_t>(calls[c][0]) * lanes + j);
+      const auto* b = reinterpret_cast<const __m256i*>(ids + static_cast<size_t>(calls[c][0] + 1) * lanes + j);
+      acc = _mm256_add_epi64(acc, fold4(_mm256_xor_si256(_mm256_loadu_si256(a), sec[c][0]),
+                                        _mm256_xor_si256(_mm256_loadu_si256(b), sec[c][1])));
+    }
+    acc = _mm256_xor_si256(acc, _mm256_srli_epi64(acc, 37));  // XXH3_avalanche
+    acc = mul64(acc, prime);
+    acc = _mm256_xor_si256(acc, _mm256_srli_epi64(acc, 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), acc);
+  }
+  std::vector<int64_t> one(static_cast<size_t>(m));
+  for (; j < lanes; ++j) {
+    for (int k = 0; k < m; ++k) one[static_cast<size_t>(k)] = ids[static_cast<size_t>(k) * lanes + j];
+    out[j] = batch_hash(one.data(), one.size());
+  }
+}
+
+}  // namespace
+
+bool lanes_use_avx2() { return avx2(); }
+
+void gauss_draws(uint64_t key, int64_t first, size_t n, double* out) {
+  if (avx2()) return gauss_avx2(key, first, n, out);
+  for (size_t i = 0; i < n; ++i) out[i] = gauss(draw(key, first + static_cast<int64_t>(i)));
+}
+
+void unif_draws(uint64_t key, int64_t first, size_t n, double* out) {
+  if (avx2()) return unif_avx2(key, first, n, out);
+  for (size_t i = 0; i < n; ++i) out[i] = unif(draw(key, first + static_cast<int64_t>(i)));
+}
+
+void batch_hashes(const int64_t* ids, int m, size_t lanes, uint64_t* out) {
+  if (avx2() && m >= 3 && m <= 16) return hashes_avx2(ids, m, lanes, out);  // 17..128 bytes
+  std::vector<int64_t> one(static_cast<size_t>(m > 0 ? m : 0));
+  for (size_t j = 0; j < lanes; ++j) {
+    for (int k = 0; k < m; ++k) one[static_cast<size_t>(k)] = ids[static_cast<size_t>(k) * lanes + j];
+    out[j] = batch_hash(one.data(), one.size());
+  }
+}
+
+}  // namespace flatline::simdetail
