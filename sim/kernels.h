@@ -5,8 +5,8 @@
 // memory each. The matmuls stay ATen's (MKL); sim/gpt_block.cpp strings the two together.
 //
 // Loops over float32 rows in GCC vector types (no torch, no intrinsics): rows are contiguous, `cols`
-// values each; a kernel works on
-// the rows it is given, so callers split rows over threads. Numerics, the same on every machine:
+// values each; a kernel works on the rows it is given, so callers split rows over threads. Numerics,
+// the same on every machine:
 //  - each compiled three times (x86-64-v4: AVX-512, v3: AVX2, baseline SSE2) and dispatched at load time
 //    on the CPU (GCC target_clones); 8 floats at a time in every variant, floating-point contraction off
 //    (no FMA), reductions in 8 fixed lanes combined in a fixed tree: every variant gives the same bits
