@@ -91,7 +91,7 @@ struct BlockFn : public torch::autograd::Function<BlockFn> {
       kernels::add_layernorm_forward(f(x) + r0 * C, f(o) + r0 * C, f(proj_b), f(x1) + r0 * C, f(ln2_w), f(ln2_b),
                                      f(xn2) + r0 * C, f(mean2) + r0, f(rstd2) + r0, n, C, eps);
     });
-    at::Tensor h = at::mm(xn2, fc_w.t());  // (N, 4C); its bias added in place with the GELU
+    at::Tensor h = at::mm(xn2, fc_w.t());  // (N, 4C): c_fc less its bias; then in place gelu' (the backward's)
     at::Tensor a = at::empty_like(h);
     for_row_blocks(N, 4 * C, [&](int64_t r0, int64_t n, int64_t) {
       kernels::bias_gelu_forward(f(h) + r0 * 4 * C, f(fc_b), f(a) + r0 * 4 * C, n, 4 * C);
@@ -104,7 +104,7 @@ struct BlockFn : public torch::autograd::Function<BlockFn> {
     ctx->save_for_backward({x, ln1_w, attn_w, proj_w, ln2_w, fc_w, mlp_w});
     for (auto& [name, t] : {std::pair<const char*, at::Tensor>{"mean1", mean1}, {"rstd1", rstd1}, {"xn1", xn1},
                             {"q", q}, {"k", k}, {"v", v}, {"att", att}, {"y", y}, {"x1", x1}, {"mean2", mean2},
-                            {"rstd2", rstd2}, {"xn2", xn2}, {"h", h}, {"a", a}})
+                            {"rstd2", rstd2}, {"xn2", xn2}, {"gelu_grad", h}, {"a", a}})
       ctx->saved_data[name] = t;
     ctx->saved_data["n_head"] = n_head;
     return out;
@@ -117,7 +117,7 @@ struct BlockFn : public torch::autograd::Function<BlockFn> {
     auto get = [&](const char* name) { return ctx->saved_data[name].toTensor(); };
     const at::Tensor mean1 = get("mean1"), rstd1 = get("rstd1"), xn1 = get("xn1"), q = get("q"), k = get("k"),
                      v = get("v"), att = get("att"), y = get("y"), x1 = get("x1"), mean2 = get("mean2"),
-                     rstd2 = get("rstd2"), xn2 = get("xn2"), h = get("h"), a = get("a");
+                     rstd2 = get("rstd2"), xn2 = get("xn2"), gelu_grad = get("gelu_grad"), a = get("a");
     const int64_t H = ctx->saved_data["n_head"].toInt();
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2), N = B * T, hd = C / H;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
@@ -128,7 +128,8 @@ struct BlockFn : public torch::autograd::Function<BlockFn> {
     at::Tensor dh = at::mm(dout, mlp_w);  // (N, 4C): da, then in place dh
     ColumnSums dfc_b(N, 4 * C, opt);
     for_row_blocks(N, 4 * C, [&](int64_t r0, int64_t n, int64_t b) {
-      kernels::bias_gelu_backward(f(h) + r0 * 4 * C, f(dh) + r0 * 4 * C, f(dh) + r0 * 4 * C, dfc_b.block(b), n, 4 * C);
+      kernels::bias_gelu_backward(f(gelu_grad) + r0 * 4 * C, f(dh) + r0 * 4 * C, f(dh) + r0 * 4 * C, dfc_b.block(b), n,
+                                  4 * C);
     });
     const at::Tensor dfc_w = at::mm(dh.t(), xn2), dxn2 = at::mm(dh, fc_w);
     // ---- ln_2 and the residual: dx1 = dout + ln_2's backward; the two biases on that stream ----

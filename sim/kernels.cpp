@@ -101,12 +101,15 @@ FLATLINE_INLINE V expv(V x) {
 
 FLATLINE_INLINE V sigmoidv(V u) { return 1.0f / (1.0f + expv(-u)); }
 FLATLINE_INLINE V geluv(V x) { return x * sigmoidv(kTwoK * (x + kCubic * x * x * x)); }
-FLATLINE_INLINE V gelu_gradv(V x) {
+// gelu'(x) from x clamped to [-kGeluClamp, kGeluClamp] and its sigmoid s.
+FLATLINE_INLINE V gelu_grad_of(V x, V s) { return (x * x * kCubic3TwoK + kTwoK) * x * s * (1.0f - s) + s; }
+FLATLINE_INLINE V clamp_for_grad(V x) {
   x = x > kGeluClamp ? splat(kGeluClamp) : x;
-  x = x < -kGeluClamp ? splat(-kGeluClamp) : x;
-  const V x2 = x * x;
-  const V s = sigmoidv(kTwoK * (x + kCubic * x2 * x));
-  return (x2 * kCubic3TwoK + kTwoK) * x * s * (1.0f - s) + s;
+  return x < -kGeluClamp ? splat(-kGeluClamp) : x;
+}
+FLATLINE_INLINE V gelu_gradv(V x) {
+  x = clamp_for_grad(x);
+  return gelu_grad_of(x, sigmoidv(kTwoK * (x + kCubic * x * x * x)));
 }
 
 FLATLINE_INLINE void ln_row(const float* x, const float* gamma, const float* beta, float* y, float* mean_out,
@@ -210,20 +213,23 @@ FLATLINE_CLONES void bias_gelu_forward(float* h, const float* bias, float* a, in
     float* hr = h + r * cols;
     float* ar = a + r * cols;
     for (CHUNKS(cols)) {
-      const V v = load_n(hr + j, k) + load_n(bias + j, k);
-      store_n(hr + j, v, k);
-      store_n(ar + j, geluv(v), k);
+      // One sigmoid for both: at the clamped x it is the unclamped one's (exactly 0 or 1 past the clamp),
+      // so a and gelu' have the bits of gelu_forward's and gelu_backward's.
+      const V x = load_n(hr + j, k) + load_n(bias + j, k), xc = clamp_for_grad(x);
+      const V s = sigmoidv(kTwoK * (xc + kCubic * xc * xc * xc));
+      store_n(ar + j, x * s, k);
+      store_n(hr + j, gelu_grad_of(xc, s), k);
     }
   }
 }
 
-FLATLINE_CLONES void bias_gelu_backward(const float* h, const float* da, float* dh, float* dbias, int64_t rows,
+FLATLINE_CLONES void bias_gelu_backward(const float* gelu_grad, const float* da, float* dh, float* dbias, int64_t rows,
                                         int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float *hr = h + r * cols, *dar = da + r * cols;
+    const float *gr = gelu_grad + r * cols, *dar = da + r * cols;
     float* dhr = dh + r * cols;
     for (CHUNKS(cols)) {
-      const V d = load_n(dar + j, k) * gelu_gradv(load_n(hr + j, k));
+      const V d = load_n(dar + j, k) * load_n(gr + j, k);
       store_n(dhr + j, d, k);
       accumulate(dbias + j, d, k);
     }

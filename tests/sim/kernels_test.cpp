@@ -159,6 +159,8 @@ TEST(Kernels, HeadsSplitAndMergeAreInverseAndSumTheirColumns) {
 TEST(Kernels, BiasGeluMatchesFloat64AndSumsItsBiasGradient) {
   const int64_t rows = 6, cols = 21;
   std::vector<float> h = randn(rows * cols, 21, 3.0f), bias = randn(cols, 22), da = randn(rows * cols, 23);
+  h[5] = 2e4f;  // past the derivative's clamp
+  h[6] = -2e4f;
   const std::vector<float> h0 = h;
   std::vector<float> a(rows * cols), dh(rows * cols), dbias(cols, 0.0f);
   kernels::bias_gelu_forward(h.data(), bias.data(), a.data(), rows, cols);
@@ -167,13 +169,22 @@ TEST(Kernels, BiasGeluMatchesFloat64AndSumsItsBiasGradient) {
   std::vector<double> rdb(cols, 0);
   for (int64_t i = 0; i < rows * cols; ++i) {
     const double x = double(h0[i]) + bias[i % cols], th = std::tanh(k * (x + 0.044715 * x * x * x));
-    EXPECT_EQ(h[i], h0[i] + bias[i % cols]);  // the pre-activation, kept for the backward pass
     EXPECT_NEAR(a[i], 0.5 * x * (1 + th), 3e-7 * (1 + std::fabs(x)));
     const double d = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * 0.044715 * x * x);
+    EXPECT_NEAR(h[i], d, 2e-6 * (1 + std::fabs(d)));  // gelu', what the backward pass reads
     EXPECT_NEAR(dh[i], da[i] * d, 2e-6 * (1 + std::fabs(da[i] * d)));
     rdb[i % cols] += da[i] * d;
   }
   for (int64_t j = 0; j < cols; ++j) EXPECT_NEAR(dbias[j], rdb[j], 1e-5);
+  // the fused pass and GELU alone give the same bits
+  std::vector<float> x(rows * cols), ga(rows * cols), gd(rows * cols), ones(rows * cols, 1.0f);
+  for (int64_t i = 0; i < rows * cols; ++i) x[i] = h0[i] + bias[i % cols];
+  kernels::gelu_forward(x.data(), ga.data(), rows * cols);
+  kernels::gelu_backward(x.data(), ones.data(), gd.data(), rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    ASSERT_EQ(ga[i], a[i]) << i;
+    ASSERT_EQ(gd[i], h[i]) << i;
+  }
 }
 
 }  // namespace flatline
