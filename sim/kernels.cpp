@@ -1,9 +1,13 @@
 #include "sim/kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 // Every loop works on 8 floats at a time in a GCC vector type: one AVX2 register (AVX-512's 16 lanes
 // would gain little: Zen 4 executes 512-bit operations as two halves, and GCC lowers a 64-byte type's
@@ -12,11 +16,6 @@
 // every element goes through the same code.
 // Compiled with -ffp-contract=off (CMakeLists.txt): a * b + c stays two roundings in every variant;
 // and -fno-trapping-math, without which the selects below may stay branches.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FLATLINE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLATLINE_CLONES
-#endif
 #define FLATLINE_INLINE inline __attribute__((always_inline))
 
 namespace flatline::kernels {
@@ -135,16 +134,19 @@ FLATLINE_INLINE void accumulate(float* dst, V v, int64_t k) { store_n(dst, load_
 
 }  // namespace
 
-FLATLINE_CLONES void exp(const float* x, float* y, int64_t n) {
+// The kernels' one definition, compiled into each variant below.
+namespace body {
+
+FLATLINE_INLINE void exp(const float* x, float* y, int64_t n) {
   for (CHUNKS(n)) { store_n(y + j, expv(load_n(x + j, k)), k); }
 }
 
-FLATLINE_CLONES void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+FLATLINE_INLINE void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                                        float* rstd, int64_t rows, int64_t cols, float eps) {
   for (int64_t r = 0; r < rows; ++r) ln_row(x + r * cols, gamma, beta, y + r * cols, mean + r, rstd + r, cols, eps);
 }
 
-FLATLINE_CLONES void add_layernorm_forward(const float* a, const float* b, const float* bias, float* s,
+FLATLINE_INLINE void add_layernorm_forward(const float* a, const float* b, const float* bias, float* s,
                                            const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                                            int64_t rows, int64_t cols, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -157,7 +159,7 @@ FLATLINE_CLONES void add_layernorm_forward(const float* a, const float* b, const
   }
 }
 
-FLATLINE_CLONES void add_bias_residual(const float* a, const float* b, const float* bias, float* out, int64_t rows,
+FLATLINE_INLINE void add_bias_residual(const float* a, const float* b, const float* bias, float* out, int64_t rows,
                                        int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *ar = a + r * cols, *br = b + r * cols;
@@ -168,7 +170,7 @@ FLATLINE_CLONES void add_bias_residual(const float* a, const float* b, const flo
   }
 }
 
-FLATLINE_CLONES void layernorm_backward(const float* dy, const float* x, const float* mean, const float* rstd,
+FLATLINE_INLINE void layernorm_backward(const float* dy, const float* x, const float* mean, const float* rstd,
                                         const float* gamma, const float* dres, float* dx, float* dgamma, float* dbeta,
                                         float* dx_sum, float* dres_sum, int64_t rows, int64_t cols) {
   const float inv_cols = 1.0f / static_cast<float>(cols);
@@ -200,15 +202,15 @@ FLATLINE_CLONES void layernorm_backward(const float* dy, const float* x, const f
   }
 }
 
-FLATLINE_CLONES void gelu_forward(const float* x, float* y, int64_t n) {
+FLATLINE_INLINE void gelu_forward(const float* x, float* y, int64_t n) {
   for (CHUNKS(n)) { store_n(y + j, geluv(load_n(x + j, k)), k); }
 }
 
-FLATLINE_CLONES void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
+FLATLINE_INLINE void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
   for (CHUNKS(n)) { store_n(dx + j, load_n(dy + j, k) * gelu_gradv(load_n(x + j, k)), k); }
 }
 
-FLATLINE_CLONES void bias_gelu_forward(float* h, const float* bias, float* a, int64_t rows, int64_t cols) {
+FLATLINE_INLINE void bias_gelu_forward(float* h, const float* bias, float* a, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float* hr = h + r * cols;
     float* ar = a + r * cols;
@@ -223,7 +225,7 @@ FLATLINE_CLONES void bias_gelu_forward(float* h, const float* bias, float* a, in
   }
 }
 
-FLATLINE_CLONES void bias_gelu_backward(const float* gelu_grad, const float* da, float* dh, float* dbias, int64_t rows,
+FLATLINE_INLINE void bias_gelu_backward(const float* gelu_grad, const float* da, float* dh, float* dbias, int64_t rows,
                                         int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *gr = gelu_grad + r * cols, *dar = da + r * cols;
@@ -244,7 +246,7 @@ FLATLINE_INLINE V masked_scores(const float* s, float scale, int64_t j, int64_t 
 
 // A causal row touches columns [0, n) in chunks of kLanes that may run past n (not past t): lanes at
 // or past n are masked, to -inf before the exp (which makes them 0) and to 0 after.
-FLATLINE_CLONES void causal_softmax_forward(const float* s, float* p, float scale, int64_t row0, int64_t rows,
+FLATLINE_INLINE void causal_softmax_forward(const float* s, float* p, float scale, int64_t row0, int64_t rows,
                                             int64_t t) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = (row0 + r) % t + 1;  // the row's unmasked entries
@@ -269,7 +271,7 @@ FLATLINE_CLONES void causal_softmax_forward(const float* s, float* p, float scal
   }
 }
 
-FLATLINE_CLONES void causal_softmax_backward(const float* p, const float* dp, float* ds, float scale, int64_t row0,
+FLATLINE_INLINE void causal_softmax_backward(const float* p, const float* dp, float* ds, float scale, int64_t row0,
                                              int64_t rows, int64_t t) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = (row0 + r) % t + 1;
@@ -290,7 +292,7 @@ FLATLINE_CLONES void causal_softmax_backward(const float* p, const float* dp, fl
   }
 }
 
-FLATLINE_CLONES void split_heads(const float* src, int64_t src_cols, int64_t col0, const float* bias, float* dst,
+FLATLINE_INLINE void split_heads(const float* src, int64_t src_cols, int64_t col0, const float* bias, float* dst,
                                  int64_t t, int64_t n_head, int64_t head_dim, int64_t row0, int64_t rows) {
   for (int64_t row = row0; row < row0 + rows; ++row) {
     const int64_t b = row / t, i = row % t;
@@ -307,7 +309,7 @@ FLATLINE_CLONES void split_heads(const float* src, int64_t src_cols, int64_t col
   }
 }
 
-FLATLINE_CLONES void merge_heads(const float* heads, float* dst, int64_t dst_cols, int64_t col0, float* col_sum,
+FLATLINE_INLINE void merge_heads(const float* heads, float* dst, int64_t dst_cols, int64_t col0, float* col_sum,
                                  int64_t t, int64_t n_head, int64_t head_dim, int64_t row0, int64_t rows) {
   for (int64_t row = row0; row < row0 + rows; ++row) {
     const int64_t b = row / t, i = row % t;
@@ -322,9 +324,136 @@ FLATLINE_CLONES void merge_heads(const float* heads, float* dst, int64_t dst_col
   }
 }
 
-FLATLINE_CLONES void add_column_sums(const float* x, float* dst, int64_t rows, int64_t cols) {
+FLATLINE_INLINE void add_column_sums(const float* x, float* dst, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r)
     for (CHUNKS(cols)) { accumulate(dst + j, load_n(x + r * cols + j, k), k); }
 }
+
+}  // namespace body
+
+// ---- variants and dispatch ----
+// Each kernel three times: the body inlined into a function compiled for x86-64-v4 (AVX-512), v3 (AVX2)
+// and the baseline; a table of each variant's functions; the best one the CPU runs, chosen once.
+#define FLATLINE_KERNELS(X) \
+  X(exp, (const float* x, float* y, int64_t n), \
+          (x, y, n)) \
+  X(layernorm_forward, (const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd, \
+                        int64_t rows, int64_t cols, float eps), \
+                        (x, gamma, beta, y, mean, rstd, rows, cols, eps)) \
+  X(add_layernorm_forward, (const float* a, const float* b, const float* bias, float* s, const float* gamma, \
+                            const float* beta, float* y, float* mean, float* rstd, int64_t rows, int64_t cols, \
+                            float eps), \
+                            (a, b, bias, s, gamma, beta, y, mean, rstd, rows, cols, eps)) \
+  X(add_bias_residual, (const float* a, const float* b, const float* bias, float* out, int64_t rows, int64_t cols), \
+                        (a, b, bias, out, rows, cols)) \
+  X(layernorm_backward, (const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma, \
+                         const float* dres, float* dx, float* dgamma, float* dbeta, float* dx_sum, float* dres_sum, \
+                         int64_t rows, int64_t cols), \
+                         (dy, x, mean, rstd, gamma, dres, dx, dgamma, dbeta, dx_sum, dres_sum, rows, cols)) \
+  X(gelu_forward, (const float* x, float* y, int64_t n), \
+                   (x, y, n)) \
+  X(gelu_backward, (const float* x, const float* dy, float* dx, int64_t n), \
+                    (x, dy, dx, n)) \
+  X(bias_gelu_forward, (float* h, const float* bias, float* a, int64_t rows, int64_t cols), \
+                        (h, bias, a, rows, cols)) \
+  X(bias_gelu_backward, (const float* gelu_grad, const float* da, float* dh, float* dbias, int64_t rows, \
+                         int64_t cols), \
+                         (gelu_grad, da, dh, dbias, rows, cols)) \
+  X(causal_softmax_forward, (const float* s, float* p, float scale, int64_t row0, int64_t rows, int64_t t), \
+                             (s, p, scale, row0, rows, t)) \
+  X(causal_softmax_backward, (const float* p, const float* dp, float* ds, float scale, int64_t row0, int64_t rows, \
+                              int64_t t), \
+                              (p, dp, ds, scale, row0, rows, t)) \
+  X(split_heads, (const float* src, int64_t src_cols, int64_t col0, const float* bias, float* dst, int64_t t, \
+                  int64_t n_head, int64_t head_dim, int64_t row0, int64_t rows), \
+                  (src, src_cols, col0, bias, dst, t, n_head, head_dim, row0, rows)) \
+  X(merge_heads, (const float* heads, float* dst, int64_t dst_cols, int64_t col0, float* col_sum, int64_t t, \
+                  int64_t n_head, int64_t head_dim, int64_t row0, int64_t rows), \
+                  (heads, dst, dst_cols, col0, col_sum, t, n_head, head_dim, row0, rows)) \
+  X(add_column_sums, (const float* x, float* dst, int64_t rows, int64_t cols), \
+                      (x, dst, rows, cols))
+
+#define FLATLINE_VARIANT(name, params, args) FLATLINE_TARGET void name params { body::name args; }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FLATLINE_X86_VARIANTS 1
+namespace v4 {
+#define FLATLINE_TARGET __attribute__((target("arch=x86-64-v4")))
+FLATLINE_KERNELS(FLATLINE_VARIANT)
+#undef FLATLINE_TARGET
+}  // namespace v4
+namespace v3 {
+#define FLATLINE_TARGET __attribute__((target("arch=x86-64-v3")))
+FLATLINE_KERNELS(FLATLINE_VARIANT)
+#undef FLATLINE_TARGET
+}  // namespace v3
+#endif
+namespace baseline {
+#define FLATLINE_TARGET
+FLATLINE_KERNELS(FLATLINE_VARIANT)
+#undef FLATLINE_TARGET
+}  // namespace baseline
+
+namespace {
+
+struct Table {
+  const char* name;
+#define FLATLINE_FIELD(name, params, args) void(*name) params;
+  FLATLINE_KERNELS(FLATLINE_FIELD)
+#undef FLATLINE_FIELD
+};
+#define FLATLINE_ENTRY(name, params, args) &FLATLINE_NS::name,
+#define FLATLINE_NS baseline
+const Table kBaseline = {"baseline", FLATLINE_KERNELS(FLATLINE_ENTRY)};
+#undef FLATLINE_NS
+#ifdef FLATLINE_X86_VARIANTS
+#define FLATLINE_NS v3
+const Table kV3 = {"x86-64-v3", FLATLINE_KERNELS(FLATLINE_ENTRY)};
+#undef FLATLINE_NS
+#define FLATLINE_NS v4
+const Table kV4 = {"x86-64-v4", FLATLINE_KERNELS(FLATLINE_ENTRY)};
+#undef FLATLINE_NS
+#endif
+#undef FLATLINE_ENTRY
+
+// The variants this CPU runs, best first.
+std::vector<const Table*> runnable() {
+  std::vector<const Table*> out;
+#ifdef FLATLINE_X86_VARIANTS
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) out.push_back(&kV4);
+  if (__builtin_cpu_supports("x86-64-v3")) out.push_back(&kV3);
+#endif
+  out.push_back(&kBaseline);
+  return out;
+}
+
+std::atomic<const Table*>& active() {
+  static std::atomic<const Table*> table{runnable().front()};
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> variants() {
+  std::vector<std::string> out;
+  for (const Table* t : runnable()) out.push_back(t->name);
+  return out;
+}
+
+std::string variant() { return active().load()->name; }
+
+void use_variant(const std::string& name) {
+  for (const Table* t : runnable())
+    if (name == t->name) {
+      active().store(t);
+      return;
+    }
+  throw std::invalid_argument("kernels: variant '" + name + "' is not one this CPU runs");
+}
+
+#define FLATLINE_PUBLIC(name, params, args) \
+  void name params { active().load(std::memory_order_relaxed)->name args; }
+FLATLINE_KERNELS(FLATLINE_PUBLIC)
+#undef FLATLINE_PUBLIC
 
 }  // namespace flatline::kernels

@@ -7,10 +7,10 @@
 // Loops over float32 rows in GCC vector types (no torch, no intrinsics): rows are contiguous, `cols`
 // values each; a kernel works on the rows it is given, so callers split rows over threads. Numerics,
 // the same on every machine:
-//  - each compiled three times (x86-64-v4: AVX-512, v3: AVX2, baseline SSE2) and dispatched at load time
-//    on the CPU (GCC target_clones); 8 floats at a time in every variant, floating-point contraction off
-//    (no FMA), reductions in 8 fixed lanes combined in a fixed tree: every variant gives the same bits
-//    (the baseline one, for CPUs without AVX2, slowly);
+//  - each compiled three times (x86-64-v4: AVX-512, v3: AVX2, baseline: SSE2), the best the CPU runs
+//    chosen at first use; 8 floats at a time in every variant, floating-point contraction off (no FMA),
+//    reductions in 8 fixed lanes combined in a fixed tree: every variant gives the same bits (tested;
+//    the baseline one, for CPUs without AVX2, slowly);
 //  - column sums (bias, gain and shift gradients) add rows in order into `dst` (+=): a caller that sums
 //    row blocks into separate buffers and adds those in block order gets results that do not depend on
 //    how blocks were spread over threads;
@@ -19,8 +19,17 @@
 //    nan stays nan. Its users: GELU's sigmoid and the softmax.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace flatline::kernels {
+
+// The variants this CPU runs, best first ("x86-64-v4", "x86-64-v3", "baseline"); the one in use (the
+// first, unless use_variant changed it); use_variant(name) switches every kernel to that variant for
+// the process (tests compare the variants' bits; throws std::invalid_argument for one not in variants()).
+std::vector<std::string> variants();
+std::string variant();
+void use_variant(const std::string& name);
 
 // y[i] = exp(x[i]) (the approximation above).
 void exp(const float* x, float* y, int64_t n);

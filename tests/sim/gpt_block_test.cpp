@@ -6,9 +6,12 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <optional>
+#include <stdexcept>
 #include <limits>
 
 #include "sim/gpt_block.h"
+#include "sim/kernels.h"
 #include "sim/torch_pch.h"
 
 namespace flatline {
@@ -116,6 +119,44 @@ TEST(GptBlock, GivesTheSameBitsAtAnyNumberOfThreads) {
   at::set_num_threads(before);
   EXPECT_TRUE(at::equal(one.out, three.out));
   for (size_t i = 0; i < one.grads.size(); ++i) EXPECT_TRUE(at::equal(one.grads[i], three.grads[i])) << i;
+}
+
+// Every instruction-set variant of the kernels this CPU runs (sim/kernels.h): the same bits, in the
+// block's output and gradients (which pass through every block kernel) and in exp and GELU on their own.
+TEST(GptBlock, EveryKernelVariantGivesTheSameBits) {
+  const std::vector<std::string> variants = kernels::variants();
+  ASSERT_FALSE(variants.empty());
+  EXPECT_EQ(kernels::variant(), variants.front());
+  EXPECT_EQ(variants.back(), "baseline");
+  EXPECT_THROW(kernels::use_variant("no-such-isa"), std::invalid_argument);
+  const int64_t B = 3, T = 45, C = 24, H = 3;  // rows and columns off the 8 lanes
+  const BlockWeights w = random_weights(C, 13);
+  at::Tensor x = at::randn({B, T, C}) * 2, dout = at::randn({B, T, C});
+  at::Tensor z = at::cat({at::linspace(-110, 95, 997), at::randn({999}) * 30});  // exp's edges, GELU's tails
+  const int64_t n = z.numel();
+  std::optional<Result> first;
+  at::Tensor first_misc;
+  for (const std::string& v : variants) {
+    kernels::use_variant(v);
+    EXPECT_EQ(kernels::variant(), v);
+    const Result r = run(x, w, dout, H, true, at::kFloat);
+    at::Tensor misc = at::empty({3, n});
+    kernels::exp(z.data_ptr<float>(), misc[0].data_ptr<float>(), n);
+    kernels::gelu_forward(z.data_ptr<float>(), misc[1].data_ptr<float>(), n);
+    kernels::gelu_backward(z.data_ptr<float>(), dout.flatten().slice(0, 0, 1).expand({n}).contiguous().data_ptr<float>(),
+                           misc[2].data_ptr<float>(), n);
+    if (!first) {
+      first = r;
+      first_misc = misc;
+      continue;
+    }
+    EXPECT_TRUE(at::equal(r.out, first->out)) << v << " vs " << variants.front();
+    for (size_t i = 0; i < r.grads.size(); ++i) EXPECT_TRUE(at::equal(r.grads[i], first->grads[i])) << v << " grad " << i;
+    // nan == nan bitwise: compare the bits
+    EXPECT_TRUE(at::equal(misc.view(at::kInt), first_misc.view(at::kInt))) << v;
+  }
+  kernels::use_variant(variants.front());
+  RecordProperty("variants", std::to_string(variants.size()));
 }
 
 TEST(GptBlock, LayerNormMatchesAtenInFloat64) {
