@@ -1,4 +1,4 @@
-// Detector suite throughput on simulated telemetry (issue 5): records/s of a whole Triage (the five
+// Detector suite throughput on simulated telemetry (docs/DESIGN.md §11): records/s of a whole Triage (the five
 // checklist detectors, straggler, plateau) on a pre-generated trace, so the simulator's own cost is
 // excluded. Readers: bench_readers.cpp. Numbers: bench/README.md.
 #include <benchmark/benchmark.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "sim/simulate/sinks.h"
 #include "sim/simulate/simulator.h"
 

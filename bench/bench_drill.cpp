@@ -1,4 +1,4 @@
-// Drill benchmarks (issue 12): the time of each drill answer (a signal view rendered from the
+// Drill benchmarks (docs/DESIGN.md §12): the time of each drill answer (a signal view rendered from the
 // RunSummary) and of the --explain walk on a simulated 1024-rank x 50,000-step run, the summary's cost
 // while the run streams (simulation alone vs simulation into a RunSummary, side by side) and its size.
 // `bench_drill --full [--ranks N] [--steps S] [SCENARIO]` builds one drill run as `flatline drill` does
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "bench/peak_rss.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "report/checklist_walk.h"
 #include "report/drill_run.h"
 #include "report/drill_views.h"

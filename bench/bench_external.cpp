@@ -1,4 +1,4 @@
-// The external-detector feed (detectors/external.h, issue 16): records/s from a recorded stream into
+// The external-detector feed (external/feed.h, docs/DESIGN.md §13): records/s from a recorded stream into
 // a detector process, in the lock-step replay (one record in the pipe at a time, the next once the
 // detector waits again: what `flatline score CORPUS --detector ...` does) and written as fast as the
 // pipe takes them (what a live run's feed does when it is behind), for a null detector (cat) and a
@@ -10,7 +10,7 @@
 #include <map>
 #include <vector>
 
-#include "detectors/external.h"
+#include "external/feed.h"
 
 namespace {
 using namespace flatline;

@@ -1,4 +1,4 @@
-// Fleet simulator benchmarks (issue 5): simulation alone and simulation streamed into the Triage
+// Fleet simulator benchmarks (docs/DESIGN.md §11): simulation alone and simulation streamed into the Triage
 // (records/s), and the end-to-end run `bench_fleet --full [--ranks N] [--steps S] [SCENARIO]`
 // (default 1024 x 100,000 on scenarios/fleet/healthy.yaml) that prints wall time, peak RSS and the
 // diagnosis. The ctest smoke run uses tiny sizes. Numbers: bench/README.md.
@@ -11,7 +11,7 @@
 
 #include "bench/peak_rss.h"
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "sim/simulate/sinks.h"
 #include "sim/simulate/simulator.h"
 

@@ -1,8 +1,10 @@
-// Reader throughput (issue 15): MB/s of every log reader on a synthetic log of its format, read the
+// Reader throughput (docs/DESIGN.md §10): MB/s of every log reader on a synthetic log of its format, read the
 // way `flatline diagnose` reads it (read_log: file read, format detection, parsing, records). The
 // JSONL reader runs on a simulated 8-rank trace (the harness's telemetry layout), both file by file
 // (read_jsonl) and as a run directory (read_log: + the merge of ranks by t). Inputs are generated
-// in memory once, written to a temp dir, and read from the page cache. Numbers: bench/README.md.
+// in memory once, written to a temp dir, and read from the page cache. MB/s is the input's bytes over
+// the benchmark thread's CPU time (Google Benchmark's rate counters: user + system, so the page-cache
+// copy and page faults count; time waiting for a core does not). Numbers: bench/README.md.
 // Only read_log(path) and read_jsonl are called, so the same file also builds against older trees
 // (for the before/after rows of the README, measured side by side).
 #include <benchmark/benchmark.h>
@@ -19,13 +21,13 @@
 #include <thread>
 #include <atomic>
 
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "readers/reader.h"
 #if __has_include("readers/follow.h")
 #include "readers/follow.h"
 #endif
-#include "readers/tensorboard.pb.h"
-#include "readers/tfrecord.h"
+#include "telemetry/tensorboard.pb.h"
+#include "telemetry/tfrecord.h"
 #if __has_include("readers/wandb_run.pb.h")
 #include <zlib.h>
 
@@ -207,7 +209,7 @@ std::string tensorboard_events(int64_t n) {
       val->set_tag(tag);
       val->set_simple_value(static_cast<float>(v));
     }
-    file += readers::frame_tfrecord(e.SerializeAsString());
+    file += frame_tfrecord(e.SerializeAsString());
   }
   return file;
 }

@@ -20,10 +20,10 @@
 #include <unistd.h>
 
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "sim/models.h"
 #include "sim/optimizer.h"
-#include "sim/sampler.h"
+#include "run/sampler.h"
 #include "sim/trainer.h"
 #include "telemetry/jsonl.h"
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What attaching an external detector costs a live run's ranks (issue 16: < 1% of the step time):
+# What attaching an external detector costs a live run's ranks (docs/DESIGN.md §13; the target: < 1% of
+# the step time):
 # the same scenario trained `rounds` times each way, alternating (none, cat, threshold, none, ...), so a
 # noisy moment on a shared machine hits every side alike. Per run: the median step_ms of its step
 # records (both ranks); per side: the median of its runs' medians, min and max; and the ratio to

@@ -25,7 +25,7 @@
 #include "cli/command.h"
 #include "core/printable.h"
 #include "readers/follow.h"
-#include "readers/replay.h"
+#include "cli/replay.h"
 
 namespace flatline::cli {
 namespace {

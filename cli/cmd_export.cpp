@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "cli/command.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "readers/reader.h"
 #include "telemetry/writers/writer.h"
 

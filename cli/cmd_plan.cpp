@@ -15,6 +15,7 @@
 #include "faults/effects.h"
 #include "faults/fault.h"
 #include "faults/plan_json.h"
+#include "faults/scenario_file.h"
 #include "telemetry/jsonl.h"
 #include "telemetry/manifest.h"
 #include "telemetry/record.h"
@@ -48,11 +49,11 @@ int write_recorded_manifest(const Scenario& s, const std::string& dir) {
     }
     if (records.empty()) continue;
     const Record& last = records.back();
-    if (last.kind == RecordKind::event && last.name == "interrupted") m.status = "interrupted";
-    if (last.kind == RecordKind::event && last.name == "error" && m.status != "interrupted") {
+    if (last.kind == RecordKind::event && last.name == event::interrupted) m.status = "interrupted";
+    if (last.kind == RecordKind::event && last.name == event::error && m.status != "interrupted") {
       m.status = "failed";
       if (m.error.empty()) m.error = fmt::format("rank {}: {}", r, last.detail);
-    } else if (!(last.kind == RecordKind::event && last.name == "run_end") && m.status == "completed") {
+    } else if (!(last.kind == RecordKind::event && last.name == event::run_end) && m.status == "completed") {
       m.status = "failed";
       m.error = fmt::format("rank {}: its telemetry ends without run_end (step {})", r, last.step);
     }

@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "cli/command.h"
-#include "readers/replay.h"
+#include "cli/replay.h"
 
 namespace flatline::cli {
 namespace {

@@ -14,7 +14,8 @@
 #include "cli/launch.h"
 #include "cli/progress.h"
 #include "core/protocol.h"
-#include "detectors/score.h"
+#include "scoring/score.h"
+#include "faults/scenario_file.h"
 
 namespace flatline::cli {
 namespace {

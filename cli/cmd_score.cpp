@@ -40,8 +40,9 @@
 #include "core/printable.h"
 #include "core/protocol.h"
 #include "core/safe_path.h"
-#include "detectors/scoreboard.h"
-#include "readers/replay.h"
+#include "scoring/scoreboard.h"
+#include "faults/scenario_file.h"
+#include "cli/replay.h"
 #include "telemetry/corpus.h"
 #include "telemetry/writers/writer.h"
 
@@ -166,36 +167,35 @@ std::string said(const DetectorRunScore& r) {
   return r.cause.diagnosis.cause;
 }
 
-int score(const Args& a) {
-  // --- everything is checked before anything runs (exit 2) ---
+// What score() runs with, all checked before anything runs (a usage error: exit 2).
+struct Checked {
   std::vector<ExternalDetectorSpec> dets;
+  std::vector<std::string> formats;
+  std::set<std::string> gate;  // empty: every detector decides the exit status
+};
+
+// Returns the usage error ("" when none).
+std::string check_options(const Args& a, Checked& c) {
   try {
+    std::set<std::string> names;
     for (const auto& d : a.detectors) {
-      dets.push_back(parse_detector_spec(d));
-      if (dets.back().name == kBuiltinDetector)
+      c.dets.push_back(parse_detector_spec(d));
+      if (c.dets.back().name == kBuiltinDetector)
         throw std::invalid_argument(std::string("--detector: the name '") + kBuiltinDetector +
                                     "' is the built-in suite's; choose another");
+      if (!names.insert(c.dets.back().name).second)
+        throw std::invalid_argument("--detector: two detectors named '" + c.dets.back().name + "'");
     }
-    std::set<std::string> names;
-    for (const auto& d : dets)
-      if (!names.insert(d.name).second) throw std::invalid_argument("--detector: two detectors named '" + d.name + "'");
   } catch (const std::invalid_argument& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitUsage;
+    return e.what();
   }
-  const auto formats = split_list(a.formats);
-  for (const auto& f : formats)
-    if (!is_format_name(f)) {
-      std::cerr << "error: --formats: unknown format '" << f << "' (expected " << format_names() << ")\n";
-      return kExitUsage;
-    }
-  std::set<std::string> gate;
+  c.formats = split_list(a.formats);
+  for (const auto& f : c.formats)
+    if (!is_format_name(f)) return "--formats: unknown format '" + f + "' (expected " + format_names() + ")";
   for (const auto& g : split_list(a.gate)) {
-    if (g != kBuiltinDetector && std::none_of(dets.begin(), dets.end(), [&](const auto& d) { return d.name == g; })) {
-      std::cerr << "error: --gate: no detector named '" << g << "'\n";
-      return kExitUsage;
-    }
-    gate.insert(g);
+    if (g != kBuiltinDetector && std::none_of(c.dets.begin(), c.dets.end(), [&](const auto& d) { return d.name == g; }))
+      return "--gate: no detector named '" + g + "'";
+    c.gate.insert(g);
   }
   // reports that cannot be written are refused now, not found out after the suite ran
   for (const std::string* path : {&a.json, &a.junit})
@@ -203,30 +203,34 @@ int score(const Args& a) {
       try {
         check_writable_output(*path);
       } catch (const FileWriteError& e) {
-        std::cerr << "error: " << e.what() << "\n";
-        return kExitUsage;
+        return e.what();
       }
     }
-  std::vector<CorpusRun> hashed;
+  return "";
+}
+
+// The inputs, each scenario loaded (fail fast), fleet-only ones skipped with a line, the local
+// world-size guard applied, run names unique. Throws CorpusError (a tampered recorded run) and
+// ScenarioError.
+struct Suite {
   std::vector<Input> ins;
-  try {
-    ins = collect(a.inputs, hashed);
-    for (const auto& in : ins)
-      if (!in.recorded.empty()) check_recorded(in.recorded);
-  } catch (const CorpusError& e) {
-    std::cerr << "error: " << printable(e.what()) << "\n";
-    return kExitUsage;
-  }
+  std::vector<Scenario> scenarios;  // one per input (empty for a recorded run)
+  std::vector<CorpusRun> hashed;    // the recorded runs' hashes, verified
+};
+
+Suite load_suite(const Args& a) {
+  Suite suite;
+  std::vector<Input> ins = collect(a.inputs, suite.hashed);
+  for (const auto& in : ins)
+    if (!in.recorded.empty()) check_recorded(in.recorded);
   if (ins.empty()) throw ScenarioError("no scenarios found (*.yaml) in the given files or directories");
-  std::vector<Scenario> scenarios;
-  std::vector<Input> kept;
   std::map<std::string, std::string> names;  // name -> source: two runs may not share a run directory
   const MachineCapacity here = this_machine();
   int fleet_only = 0;
   for (auto& in : ins) {
     Scenario s;
     if (in.recorded.empty()) {
-      s = load_scenario_text(in.text, in.source);  // fail fast
+      s = load_scenario_text(in.text, in.source);
       a.placement.apply(s);
       a.trainer.apply(s);
       if (s.fleet_only) {  // for `flatline simulate`: said, not silently dropped
@@ -241,131 +245,154 @@ int score(const Args& a) {
         throw ScenarioError(in.source + ": scenario name '" + it->first + "' is also used by " + it->second +
                             " (each run needs its own directory)");
     }
-    scenarios.push_back(std::move(s));
-    kept.push_back(std::move(in));
+    suite.scenarios.push_back(std::move(s));
+    suite.ins.push_back(std::move(in));
   }
-  if (kept.empty())
+  if (suite.ins.empty())
     throw ScenarioError(fmt::format("nothing to run: the {} scenario(s) found are fleet-only (flatline simulate)",
                                     fleet_only));
-  ins = std::move(kept);
-  install_launcher_signals();  // a signal stops the run in progress and the suite after it
-  int interrupted = 0;
+  return suite;
+}
 
+// One run's result: its truth, the built-in diagnosis, each external detector's outcome.
+struct RunResult {
+  Manifest m;
+  Diagnosis builtin;
+  std::vector<ExternalOutcome> outcomes;
+};
+
+// The suite as it goes: what was scored, recorded and failed.
+struct Session {
+  const Args& a;
+  const Checked& c;
   FeedLimits limits;
-  limits.stall_s = a.stall_s;
-  limits.exit_s = a.exit_s;
-  const bool paced = a.realtime || a.speed > 0;
-  const double speed = a.speed > 0 ? a.speed : 1.0;
-  // Replays re-enact each run for each detector under a directory of flatline's own (core/safe_path.h):
-  // the only one score ever deletes.
-  const std::string scratch = dets.empty() ? "" : make_owned_temp_dir(fmt::format("flatline-score-{}", ::getpid()));
-
+  std::string scratch;  // the replays' re-enactments: a directory of score's own (core/safe_path.h)
   std::vector<Manifest> manifests;
   std::vector<std::vector<DetectorRunScore>> rows;
   std::vector<std::optional<RunConfirmation>> confirmations;
   std::vector<std::string> trained, harness_failures, corpora;
-  for (size_t i = 0; i < ins.size() && !interrupted; ++i) {
-    const Input& in = ins[i];
-    Manifest m;
-    Diagnosis builtin;
-    std::vector<ExternalOutcome> outcomes;
+  std::vector<CorpusRun> hashed;
+  int interrupted = 0;
+};
+
+RunResult train(Session& ss, const Input& in, const Scenario& s) {
+  LaunchOptions o;
+  o.run_dir = ss.a.out + "/" + s.name;
+  o.self_exe = self_exe();
+  o.live_print = false;
+  o.device = ss.a.placement.device;
+  o.process_group = ss.a.placement.process_group;
+  o.detectors = ss.c.dets;
+  o.detector_limits = ss.limits;
+  o.formats = ss.c.formats;
+  o.detector_env = format_env(o.run_dir, merged_formats(s, ss.c.formats));
+  o.oversubscribe = ss.a.oversubscribe;
+  LaunchResult r = launch_run(s, in.text, o);
+  ss.trained.push_back(s.name);
+  ss.interrupted = r.interrupted_by;
+  for (const auto& e : r.write_errors) ss.harness_failures.push_back(s.name + ": " + e);
+  return {r.manifest, r.diagnosis, r.detector_outcomes};
+}
+
+RunResult replay_recorded(Session& ss, const Input& in, const Manifest& m) {
+  RunResult res{m, {}, {}};
+  LogData log = read_log(in.recorded, "flatline");
+  res.builtin = replay(log);
+  if (!ss.c.dets.empty()) {
+    Reenactment re(ss.scratch, m, ss.c.dets, formats_of(in.recorded, ss.c.formats), in.recorded);
+    FeedOptions fo;
+    fo.mode = ss.a.realtime || ss.a.speed > 0 ? FeedMode::paced : FeedMode::unpaced;
+    fo.world_size = m.world_size;
+    fo.limits = ss.limits;
+    fo.run_dirs = re.run_dirs();
+    fo.run_envs = re.envs();
+    fo.on_release = [&re](size_t d, const Record& r) { re.write(d, r); };
+    fo.interrupted = [] { return launcher_interrupt(); };  // SIGTERM stops the detectors too, in ~1 s
+    res.outcomes = feed_recorded(log.records, ss.c.dets, fo, ss.a.speed > 0 ? ss.a.speed : 1.0);
+  }
+  if (!in.corpus.empty() && std::find(ss.corpora.begin(), ss.corpora.end(), in.corpus) == ss.corpora.end())
+    ss.corpora.push_back(in.corpus);
+  if (in.corpus.empty())
+    ss.hashed.push_back(hash_run(fs::path(in.recorded).parent_path().string(), fs::path(in.recorded).filename().string()));
+  return res;
+}
+
+// Scores one run and prints its line; the row, its manifest and its confirmation go into the session.
+void score_one(Session& ss, const Input& in, RunResult r, double secs) {
+  std::vector<DetectorRunScore> row = {score_builtin_run(r.m, r.builtin)};
+  for (const auto& o : r.outcomes) row.push_back(score_external_run(r.m, o));
+  if (row.front().cause.harness_error)  // failed other than by its fault, interrupted, never finished
+    ss.harness_failures.push_back(r.m.scenario + ": " + (r.m.error.empty() ? "run " + r.m.status : r.m.error));
+  std::string line;
+  for (const auto& x : row)
+    line += fmt::format("{}{}: {} -> {}", line.empty() ? "" : "; ", x.detector, said(x),
+                        x.expect_met              ? "ok"
+                        : x.cause.harness_error ? "ERROR: " + x.expect_detail  // the run's, not the detector's
+                                                : "EXPECT NOT MET: " + x.expect_detail);
+  std::cout << fmt::format("{} ({:.{}f} s)\n", printable(ss.c.dets.empty() ? line.substr(line.find(": ") + 2) : line),
+                           secs, in.recorded.empty() ? 0 : 2)
+            << std::flush;
+  if (ss.a.confirm)
+    ss.confirmations.push_back(confirm_one(in.recorded.empty() ? ss.a.out + "/" + r.m.scenario : in.recorded, ss.a));
+  ss.manifests.push_back(std::move(r.m));
+  ss.rows.push_back(std::move(row));
+}
+
+// Every input in turn, until a signal stops the suite.
+void run_suite(Session& ss, const Suite& suite) {
+  const size_t n = suite.ins.size();
+  for (size_t i = 0; i < n && !ss.interrupted; ++i) {
+    const Input& in = suite.ins[i];
+    RunResult r;
     const auto t_start = std::chrono::steady_clock::now();
     try {
       if (in.recorded.empty()) {
-        const Scenario& s = scenarios[i];
-        std::cout << fmt::format("[{}/{}] {} ({} ranks, {} steps) ... ", i + 1, ins.size(), s.name, s.world_size, s.steps)
+        const Scenario& s = suite.scenarios[i];
+        std::cout << fmt::format("[{}/{}] {} ({} ranks, {} steps) ... ", i + 1, n, s.name, s.world_size, s.steps)
                   << std::flush;
-        LaunchOptions o;
-        o.run_dir = a.out + "/" + s.name;
-        o.self_exe = self_exe();
-        o.live_print = false;
-        o.device = a.placement.device;
-        o.process_group = a.placement.process_group;
-        o.detectors = dets;
-        o.detector_limits = limits;
-        o.formats = formats;
-        o.detector_env = format_env(o.run_dir, merged_formats(s, formats));
-        o.oversubscribe = a.oversubscribe;
-        LaunchResult r = launch_run(s, in.text, o);
-        m = r.manifest;
-        builtin = r.diagnosis;
-        outcomes = r.detector_outcomes;
-        trained.push_back(s.name);
-        interrupted = r.interrupted_by;
-        for (const auto& e : r.write_errors) harness_failures.push_back(s.name + ": " + e);
+        r = train(ss, in, s);
       } else {
-        m = read_manifest(in.recorded + "/manifest.json");
-        std::cout << fmt::format("[{}/{}] {} (recorded, {} ranks, {} steps) ... ", i + 1, ins.size(), m.scenario,
-                                 m.world_size, m.steps)
+        const Manifest m = read_manifest(in.recorded + "/manifest.json");
+        std::cout << fmt::format("[{}/{}] {} (recorded, {} ranks, {} steps) ... ", i + 1, n, m.scenario, m.world_size,
+                                 m.steps)
                   << std::flush;
-        LogData log = read_log(in.recorded, "flatline");
-        builtin = replay(log);
-        if (!dets.empty()) {
-          Reenactment re(scratch, m, dets, formats_of(in.recorded, formats), in.recorded);
-          FeedOptions fo;
-          fo.mode = paced ? FeedMode::paced : FeedMode::unpaced;
-          fo.world_size = m.world_size;
-          fo.limits = limits;
-          fo.run_dirs = re.run_dirs();
-          fo.run_envs = re.envs();
-          fo.on_release = [&re](size_t d, const Record& r) { re.write(d, r); };
-          fo.interrupted = [] { return launcher_interrupt(); };  // SIGTERM stops the detectors too, in ~1 s
-          outcomes = feed_recorded(log.records, dets, fo, speed);
-        }
-        if (!in.corpus.empty() && std::find(corpora.begin(), corpora.end(), in.corpus) == corpora.end())
-          corpora.push_back(in.corpus);
-        if (in.corpus.empty()) hashed.push_back(hash_run(fs::path(in.recorded).parent_path().string(),
-                                                         fs::path(in.recorded).filename().string()));
+        r = replay_recorded(ss, in, m);
       }
     } catch (const ScenarioError&) {
       throw;
     } catch (const std::exception& e) {
       std::cout << "HARNESS FAILURE: " << printable(e.what()) << "\n" << std::flush;
-      harness_failures.push_back(in.source + ": " + e.what());
+      ss.harness_failures.push_back(in.source + ": " + e.what());
       continue;
     }
     if (launcher_interrupt() && in.recorded.size() &&
-        std::any_of(outcomes.begin(), outcomes.end(), [](const ExternalOutcome& x) { return x.interrupted; })) {
-      interrupted = launcher_interrupt();  // stopped half-way: not scored, said below
+        std::any_of(r.outcomes.begin(), r.outcomes.end(), [](const ExternalOutcome& x) { return x.interrupted; })) {
+      ss.interrupted = launcher_interrupt();  // stopped half-way: not scored, said below
       std::cout << "interrupted\n" << std::flush;
       break;
     }
-    std::vector<DetectorRunScore> row = {score_builtin_run(m, builtin)};
-    for (const auto& o : outcomes) row.push_back(score_external_run(m, o));
-    if (row.front().cause.harness_error)  // failed other than by its fault, interrupted, never finished
-      harness_failures.push_back(m.scenario + ": " + (m.error.empty() ? "run " + m.status : m.error));
-    std::string line;
-    for (const auto& r : row)
-      line += fmt::format("{}{}: {} -> {}", line.empty() ? "" : "; ", r.detector, said(r),
-                          r.expect_met              ? "ok"
-                          : r.cause.harness_error ? "ERROR: " + r.expect_detail  // the run's, not the detector's
-                                                  : "EXPECT NOT MET: " + r.expect_detail);
     const double secs = in.recorded.empty()
-                            ? m.wall_s
+                            ? r.m.wall_s
                             : std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    std::cout << fmt::format("{} ({:.{}f} s)\n", printable(dets.empty() ? line.substr(line.find(": ") + 2) : line), secs,
-                             in.recorded.empty() ? 0 : 2)
-              << std::flush;
-    if (a.confirm) confirmations.push_back(confirm_one(in.recorded.empty() ? a.out + "/" + m.scenario : in.recorded, a));
-    manifests.push_back(std::move(m));
-    rows.push_back(std::move(row));
-    if (!interrupted) interrupted = launcher_interrupt();
+    score_one(ss, in, std::move(r), secs);
+    if (!ss.interrupted) ss.interrupted = launcher_interrupt();
   }
-  if (interrupted)
-    std::cout << fmt::format("\ninterrupted by {}: {} of {} run(s) done\n", signal_name(interrupted), rows.size(),
-                             ins.size());
-  if (!scratch.empty()) remove_owned_dir(scratch);
+  if (ss.interrupted)
+    std::cout << fmt::format("\ninterrupted by {}: {} of {} run(s) done\n", signal_name(ss.interrupted), ss.rows.size(), n);
+}
 
-  Scoreboard board = make_scoreboard(std::move(manifests), std::move(rows), std::move(confirmations));
-  if (!trained.empty()) {  // what this invocation recorded is a corpus
-    Corpus c = make_corpus(a.out, trained);
-    write_corpus(c, a.out);
-    hashed.insert(hashed.end(), c.runs.begin(), c.runs.end());
-    corpora.push_back(a.out);
+// The scoreboard printed and written, and the exit status (the header's).
+int finish(Session& ss) {
+  Scoreboard board = make_scoreboard(std::move(ss.manifests), std::move(ss.rows), std::move(ss.confirmations));
+  if (!ss.trained.empty()) {  // what this invocation recorded is a corpus
+    Corpus c = make_corpus(ss.a.out, ss.trained);
+    write_corpus(c, ss.a.out);
+    ss.hashed.insert(ss.hashed.end(), c.runs.begin(), c.runs.end());
+    ss.corpora.push_back(ss.a.out);
   }
-  if (!hashed.empty()) {
-    board.corpus_id = corpus_id(hashed);
-    for (const auto& c : corpora) board.corpus_dir += (board.corpus_dir.empty() ? "" : " + ") + c;
+  if (!ss.hashed.empty()) {
+    board.corpus_id = corpus_id(ss.hashed);
+    for (const auto& c : ss.corpora) board.corpus_dir += (board.corpus_dir.empty() ? "" : " + ") + c;
     if (board.corpus_dir.empty()) board.corpus_dir = "recorded runs";
   }
   std::cout << "\n" << render_scoreboard(board);
@@ -374,26 +401,50 @@ int score(const Args& a) {
     try {
       write_file_atomic(path, text, what);  // whole or not at all, and a failure said (core/atomic_file.h)
     } catch (const FileWriteError& e) {
-      harness_failures.push_back(e.what());
+      ss.harness_failures.push_back(e.what());
     }
   };
-  write(a.json, to_json(board) + "\n", "the scoreboard JSON");
-  write(a.junit, to_junit(board), "the JUnit XML");
+  write(ss.a.json, to_json(board) + "\n", "the scoreboard JSON");
+  write(ss.a.junit, to_junit(board), "the JUnit XML");
 
-  // --- the exit status ---
   int missed = 0, errors = 0;
   for (const auto& row : board.runs)
     for (const auto& r : row) {
-      if (!gate.empty() && !gate.count(r.detector)) continue;
+      if (!ss.c.gate.empty() && !ss.c.gate.count(r.detector)) continue;
       errors += !r.error.empty();
       missed += !r.expect_met && r.error.empty();
     }
-  for (const auto& h : harness_failures) std::cout << "harness failure: " << printable(h) << "\n";
+  for (const auto& h : ss.harness_failures) std::cout << "harness failure: " << printable(h) << "\n";
   if (errors) std::cout << fmt::format("{} run(s) scored 'detector error' (see above)\n", errors);
-  if (interrupted) return kExitSignalBase + interrupted;  // as a shell expects: 130, 143
-  if (!harness_failures.empty()) return kExitHarness;
+  if (ss.interrupted) return kExitSignalBase + ss.interrupted;  // as a shell expects: 130, 143
+  if (!ss.harness_failures.empty()) return kExitHarness;
   if (errors) return kExitDetector;
   return missed || board.confirmations_right < board.confirmations_judged ? kExitBelowBar : 0;
+}
+
+int score(const Args& a) {
+  Checked c;
+  if (const std::string usage = check_options(a, c); !usage.empty()) {
+    std::cerr << "error: " << usage << "\n";
+    return kExitUsage;
+  }
+  Suite suite;
+  try {
+    suite = load_suite(a);
+  } catch (const CorpusError& e) {
+    std::cerr << "error: " << printable(e.what()) << "\n";
+    return kExitUsage;
+  }
+  install_launcher_signals();  // a signal stops the run in progress and the suite after it
+  Session ss{a, c, {}, "", {}, {}, {}, {}, {}, {}, std::move(suite.hashed), 0};
+  ss.limits.stall_s = a.stall_s;
+  ss.limits.exit_s = a.exit_s;
+  // Replays re-enact each run for each detector under a directory of flatline's own (core/safe_path.h):
+  // the only one score ever deletes.
+  if (!c.dets.empty()) ss.scratch = make_owned_temp_dir(fmt::format("flatline-score-{}", ::getpid()));
+  run_suite(ss, suite);
+  if (!ss.scratch.empty()) remove_owned_dir(ss.scratch);
+  return finish(ss);
 }
 
 FLATLINE_COMMAND("score", "score the built-in detectors, and external ones, on a suite or a recorded corpus", [](CLI::App& sub) {

@@ -13,7 +13,8 @@
 #include "cli/command.h"
 #include "cli/run_dir.h"
 #include "core/atomic_file.h"
-#include "detectors/score.h"
+#include "scoring/score.h"
+#include "faults/scenario_file.h"
 #include "sim/simulate/sinks.h"
 #include "sim/simulate/simulator.h"
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "faults/scenario_file.h"
 #include "sim/build_info.h"
 #include "sim/trainer.h"
 

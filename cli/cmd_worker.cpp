@@ -19,10 +19,12 @@
 #include <thread>
 
 #include "cli/command.h"
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 #include "core/check.h"
+#include "core/checkpoint_request.h"
 #include "core/interrupt.h"
 #include "core/protocol.h"
+#include "faults/scenario_file.h"
 #include "sim/trainer.h"
 #include "telemetry/writers/writer.h"
 
@@ -103,7 +105,10 @@ void read_environment(RankOptions& o) {
 }
 
 int run_worker(const Args& a) {
-  install_interrupt_handlers();  // first: a signal from here on flushes what this rank wrote (core/interrupt.h)
+  // first, before any thread starts: the launcher's checkpoint requests are counted by a thread of their
+  // own (core/checkpoint_request.h); a signal from here on flushes what this rank wrote (core/interrupt.h)
+  install_checkpoint_request_counter();
+  install_interrupt_handlers();
   RankOptions o;
   try {
     read_environment(o);
@@ -176,7 +181,7 @@ FLATLINE_COMMAND("worker", "one rank; reads RANK, WORLD_SIZE, MASTER_ADDR, MASTE
   sub.add_flag("--checkpoint-at-stop", a->checkpoint_at_stop, "a replay: write a checkpoint after the last step trained");
   sub.add_option("--eval-from", a->eval_from, "a replay: also evaluate the held-out loss after every step from this one")
       ->check(CLI::PositiveNumber);
-  sub.add_option("--repair", a->repair, "a replay: the repair to make (a JSON RepairSpec, confirm/intervention.h)");
+  sub.add_option("--repair", a->repair, "a replay: the repair to make (a JSON RepairSpec, faults/intervention.h)");
   a->placement.add(sub);
   sub.add_option("--formats", a->formats, "also write these foreign-format logs on rank 0 (comma-separated: " +
                                               format_names() + ")");

@@ -21,12 +21,12 @@ struct CommandDef {
   Setup setup;
 };
 
-bool register_command(CommandDef def);
-const std::vector<CommandDef>& commands();
+bool register_command(CommandDef def);     // a name registered twice: core/registry.h
+std::vector<const CommandDef*> commands();  // by name
 
 // Helpers shared by the commands.
 std::string self_exe();
-// A scenario file's text (read_scenario_file, faults/scenario.h: bounded, regular files only).
+// A scenario file's text (read_scenario_file, faults/scenario_file.h: bounded, regular files only).
 std::string read_text_file(const std::string& path);
 
 // `--device cpu|cuda` and `--process-group auto|gloo|nccl`: override the scenarios' placement

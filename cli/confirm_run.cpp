@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -13,8 +14,9 @@
 #include "cli/run_dir.h"
 #include "core/atomic_file.h"
 #include "core/protocol.h"
+#include "faults/scenario_file.h"
 #include "readers/reader.h"
-#include "readers/replay.h"
+#include "cli/replay.h"
 #include "telemetry/jsonl.h"
 
 namespace flatline::cli {
@@ -25,26 +27,38 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string checkpoint_name(int64_t step) { return fmt::format("step-{:08d}", step); }  // sim/trainer.cpp's
+std::string checkpoint_name(int64_t step) { return fmt::format("step-{:08d}", step); }  // sim/checkpoint.cpp's
 
-std::vector<int64_t> complete_checkpoints(const std::string& run_dir) {
-  std::vector<int64_t> out;
+// The steps of the run's complete checkpoints: the scenario's (checkpoints/step-N) and those the launcher
+// asked for near a finding (checkpoints/live-step-N, docs/DESIGN.md §8).
+struct Checkpoints {
+  std::vector<int64_t> scheduled, live;
+  std::string dir(const std::string& run_dir, int64_t step) const {  // the scenario's where both are
+    const bool own = std::find(scheduled.begin(), scheduled.end(), step) != scheduled.end();
+    return run_dir + "/checkpoints/" + (own ? checkpoint_name(step) : fmt::format("{}{:08d}", kLiveCheckpointPrefix, step));
+  }
+};
+
+Checkpoints complete_checkpoints(const std::string& run_dir) {
+  Checkpoints out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !fs::exists(e.path() / "COMPLETE")) continue;
+    const std::string name = e.path().filename().string(), live_prefix = kLiveCheckpointPrefix;
+    const bool live = name.rfind(live_prefix, 0) == 0;
+    if ((!live && name.rfind("step-", 0) != 0) || !fs::exists(e.path() / "COMPLETE")) continue;
     try {
-      out.push_back(std::stoll(name.substr(5)));
+      (live ? out.live : out.scheduled).push_back(std::stoll(name.substr(live ? live_prefix.size() : 5)));
     } catch (const std::exception&) {  // not one of ours
     }
   }
   return out;
 }
 
-// The replay starts from `checkpoint` (a checkpoints/step-N directory): linked into its own
-// checkpoints/, copied where the file system has no symbolic links.
-void link_checkpoint(const std::string& checkpoint, const std::string& replay_dir) {
-  const fs::path dst = fs::path(replay_dir) / "checkpoints" / fs::path(checkpoint).filename();
+// The replay starts from `checkpoint` (a checkpoints/step-N or live-step-N directory of step `step`):
+// linked into its own checkpoints/ as step-N, the name its ranks start from, copied where the file
+// system has no symbolic links.
+void link_checkpoint(const std::string& checkpoint, int64_t step, const std::string& replay_dir) {
+  const fs::path dst = fs::path(replay_dir) / "checkpoints" / checkpoint_name(step);
   fs::create_directories(dst.parent_path());
   std::error_code ec;
   fs::create_directory_symlink(fs::canonical(checkpoint), dst, ec);
@@ -94,7 +108,8 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
     d = diagnose_log(run_dir, "flatline", nullptr);
   }
   const std::vector<Record> original = rank0_records(run_dir);
-  const ConfirmPlan plan = plan_confirmation(s, d, original, complete_checkpoints(run_dir), o.confirm);
+  const Checkpoints cks = complete_checkpoints(run_dir);
+  const ConfirmPlan plan = plan_confirmation(s, d, original, cks.scheduled, o.confirm, cks.live);
 
   const std::string out = o.out.empty() ? run_dir + "/confirm" : o.out;
   if (fs::exists(out) && !fs::is_empty(out) && !fs::exists(out + "/confirm.json"))
@@ -104,12 +119,12 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
   fs::remove_all(out, ec);
   fs::create_directories(out);
 
-  auto replay = [&](const std::string& name, ReplayStart start, const std::string& checkpoint,
+  auto replay = [&](const std::string& name, ReplayStart start, const std::string& checkpoint, int64_t checkpoint_step,
                     std::vector<std::string> args) {
     ReplayRun r;
     r.dir = out + "/" + name;
     fs::create_directories(r.dir);
-    if (!checkpoint.empty()) link_checkpoint(checkpoint, r.dir);
+    if (!checkpoint.empty()) link_checkpoint(checkpoint, checkpoint_step, r.dir);
     if (o.progress)
       std::cout << fmt::format("  {} replay ({}{}) ...", name, to_string(start),
                                checkpoint.empty() ? "" : " from " + fs::path(checkpoint).filename().string())
@@ -148,23 +163,22 @@ ConfirmResult confirm_run(const std::string& run_dir, const ConfirmRunOptions& o
   if (plan.nothing.empty()) {
     std::string branch_ck;
     if (plan.needs_prefix()) {
-      prefix = replay("prefix", plan.prefix_start,
-                      plan.checkpoint >= 1 ? run_dir + "/checkpoints/" + checkpoint_name(plan.checkpoint) : "",
-                      {"--stop-after", std::to_string(plan.branch), "--checkpoint-at-stop"});
+      prefix = replay("prefix", plan.prefix_start, plan.checkpoint >= 1 ? cks.dir(run_dir, plan.checkpoint) : "",
+                      plan.checkpoint, {"--stop-after", std::to_string(plan.branch), "--checkpoint-at-stop"});
       branch_ck = prefix.dir + "/checkpoints/" + checkpoint_name(plan.branch);
     } else if (plan.branch >= 1) {
-      branch_ck = run_dir + "/checkpoints/" + checkpoint_name(plan.branch);
+      branch_ck = cks.dir(run_dir, plan.branch);
     }
     const bool branch_ok = branch_ck.empty() || fs::exists(branch_ck + "/COMPLETE");
     if (branch_ok) {
       std::vector<std::string> args = {"--stop-after", std::to_string(plan.end)};
       if (plan.held_out) args.insert(args.end(), {"--eval-from", std::to_string(plan.end - plan.compared + 1)});
       const ReplayStart start = plan.branch >= 1 ? plan.branch_start : ReplayStart::fresh;
-      control = replay("control", start, branch_ck, args);
+      control = replay("control", start, branch_ck, plan.branch, args);
       const std::string repair_file = out + "/repair.json";
       write_file_atomic(repair_file, to_json(plan.repair) + "\n", "the repair");
       args.insert(args.end(), {"--repair", repair_file});
-      repaired = replay("repaired", start, branch_ck, args);
+      repaired = replay("repaired", start, branch_ck, plan.branch, args);
     }
   }
   ConfirmResult r = judge(s, plan, original, prefix, control, repaired, o.confirm);

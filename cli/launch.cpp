@@ -7,8 +7,6 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,13 +25,13 @@
 #include "core/interrupt.h"
 #include "core/ports.h"
 #include "core/protocol.h"
-#include "detectors/external.h"
+#include "core/supervisor.h"
+#include "external/feed.h"
 #include "faults/effects.h"
+#include "faults/intervention.h"
 #include "faults/plan_json.h"
 #include "sim/build_info.h"
 #include "telemetry/jsonl.h"
-
-extern char** environ;
 
 namespace flatline {
 
@@ -89,42 +87,58 @@ void on_launcher_signal(int sig) {
   g_signals = g_signals + 1;
 }
 
-// ---- the ranks' processes -----------------------------------------------------------------------------
+// ---- the ranks' processes (core/supervisor.h) ------------------------------------------------------
 struct RankProc {
-  pid_t pid = -1;
-  int out = -1;             // read end of the pipe that is its stdout and stderr
-  int log = -1;             // logs/rank-<r>.log
-  bool log_failed = false;
-  std::string tail;         // its last kTailBytes of output
-  int code = -1;            // exit status once reaped; 128 + N when killed by signal N
+  Child proc;               // its stdout and stderr: one pipe
+  OutputKeeper output;      // to logs/rank-<r>.log, and its last kTailBytes in memory
+  bool log_warned = false;
   std::string killed_why;   // set when the launcher killed it: why (for its `stopped` event)
+  int code() const { return proc.status(); }  // exit status once reaped; 128 + N when killed by signal N
 };
 
-// The environment of a rank: this process's, with the protocol's variables replaced.
-std::vector<std::string> rank_env(const std::vector<std::pair<std::string, std::string>>& vars) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const std::string key = kv.substr(0, kv.find('='));
-    if (std::none_of(vars.begin(), vars.end(), [&](const auto& v) { return v.first == key; })) env.push_back(kv);
-  }
-  for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
-  return env;
+// kExitRestart is flatline's own worker's word for "stopped at the scenario's restart"; from an external
+// trainer it is that word only where the scenario has a restart and the rank's stream ended with the
+// probe's stop_for_restart (docs/DESIGN.md §16): otherwise exit status 3 is a failure like any other.
+bool is_restart_exit(const Scenario& s, int code, bool stopped_for_restart) {
+  if (code != kExitRestart) return false;
+  return s.trainer.command.empty() || (s.restart_at > 0 && stopped_for_restart);
 }
 
-// Everything the child needs is prepared before fork(): between fork and exec it only calls
-// async-signal-safe functions.
-// kExitRestart is flatline's own worker's word for "stopped at the scenario's restart"; from an external
-// trainer (which cannot have a restart, docs/DESIGN.md §16) exit status 3 is a failure like any other.
-bool is_restart_exit(const Scenario& s, int code) { return s.trainer.command.empty() && code == kExitRestart; }
+// The command line of a rank: its --rank-wrapper's words, then the worker (or the external trainer's shell).
+std::vector<std::string> rank_argv(const LaunchOptions& o, const Scenario& s, int rank, LaunchOptions::Start start) {
+  std::vector<std::string> words;
+  for (size_t at = 0; at < o.rank_wrapper.size();) {
+    const size_t b = o.rank_wrapper.find_first_not_of(' ', at);
+    if (b == std::string::npos) break;
+    const size_t e = std::min(o.rank_wrapper.find(' ', b), o.rank_wrapper.size());
+    std::string w = o.rank_wrapper.substr(b, e - b);
+    for (size_t k; (k = w.find("{rank}")) != std::string::npos;) w.replace(k, 6, std::to_string(rank));
+    words.push_back(std::move(w));
+    at = e;
+  }
+  if (!s.trainer.command.empty()) {
+    words.insert(words.end(), {"/bin/sh", "-c", shell_script(s.trainer.command)});
+    return words;
+  }
+  const std::string scen = o.run_dir + "/scenario.yaml";
+  words.insert(words.end(), {o.self_exe, "worker", scen, "--run-dir", o.run_dir});
+  if (start == LaunchOptions::Start::resume) words.push_back("--resume");
+  if (start == LaunchOptions::Start::carry_on) words.push_back("--carry-on");
+  words.insert(words.end(), o.worker_args.begin(), o.worker_args.end());
+  if (!o.device.empty()) words.insert(words.end(), {"--device", o.device});
+  if (!o.process_group.empty()) words.insert(words.end(), {"--process-group", o.process_group});
+  std::string formats;
+  for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
+  if (!formats.empty()) words.insert(words.end(), {"--formats", formats});
+  return words;
+}
 
 RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int port, double t0, LaunchOptions::Start start) {
-  RankProc p;
   const std::string log = fmt::format("{}/logs/rank-{}.log", o.run_dir, rank);
-  p.log = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (p.log < 0) throw std::runtime_error(fmt::format("{}: cannot open: {}", log, std::strerror(errno)));
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  OutputKeeper output;
+  output.tail_limit = kTailBytes;
+  output.file = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (output.file < 0) throw std::runtime_error(fmt::format("{}: cannot open: {}", log, std::strerror(errno)));
   std::vector<std::pair<std::string, std::string>> vars = {
       {kEnvRank, std::to_string(rank)},          {kEnvLocalRank, std::to_string(rank)},
       {kEnvWorldSize, std::to_string(s.world_size)}, {kEnvLocalWorldSize, std::to_string(s.world_size)},
@@ -142,95 +156,24 @@ RankProc spawn_rank(const LaunchOptions& o, const Scenario& s, int rank, int por
       vars.emplace_back("OMP_NUM_THREADS",
                         std::to_string(o.threads_per_rank > 0 ? o.threads_per_rank : std::max(1, this_machine().cores / s.world_size)));
   }
-  const std::vector<std::string> env = rank_env(vars);
-  std::vector<const char*> envp;
-  for (const auto& e : env) envp.push_back(e.c_str());
-  envp.push_back(nullptr);
-  const std::string scen = o.run_dir + "/scenario.yaml";
-  std::vector<std::string> words;
-  for (size_t at = 0; at < o.rank_wrapper.size();) {
-    const size_t b = o.rank_wrapper.find_first_not_of(' ', at);
-    if (b == std::string::npos) break;
-    const size_t e = std::min(o.rank_wrapper.find(' ', b), o.rank_wrapper.size());
-    std::string w = o.rank_wrapper.substr(b, e - b);
-    for (size_t k; (k = w.find("{rank}")) != std::string::npos;) w.replace(k, 6, std::to_string(rank));
-    words.push_back(std::move(w));
-    at = e;
-  }
-  if (external) {
-    words.insert(words.end(), {"/bin/sh", "-c", shell_script(s.trainer.command)});
-  } else {
-    for (const char* w : {o.self_exe.c_str(), "worker", scen.c_str(), "--run-dir", o.run_dir.c_str()}) words.push_back(w);
-    if (start == LaunchOptions::Start::resume) words.push_back("--resume");
-    if (start == LaunchOptions::Start::carry_on) words.push_back("--carry-on");
-    words.insert(words.end(), o.worker_args.begin(), o.worker_args.end());
-    if (!o.device.empty()) words.insert(words.end(), {"--device", o.device});
-    if (!o.process_group.empty()) words.insert(words.end(), {"--process-group", o.process_group});
-    std::string formats;
-    for (const auto& f : o.formats) formats += (formats.empty() ? "" : ",") + f;
-    if (!formats.empty()) words.insert(words.end(), {"--formats", formats});
-  }
-  const std::string cwd = external ? s.trainer.cwd : "";
-  std::vector<const char*> argv;
-  for (const auto& w : words) argv.push_back(w.c_str());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    // The launcher's death (even by SIGKILL) reaches the rank as a signal it handles (core/interrupt.h).
-    prctl(PR_SET_PDEATHSIG, kParentDeathSignal);
-    if (getppid() != parent) _exit(kExitSignalBase + kParentDeathSignal);  // it died before the prctl
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
-      const char msg[] = "flatline launcher: cannot enter the trainer's cwd\n";
-      (void)!write(2, msg, sizeof msg - 1);
-      _exit(kExitExecFailed);
-    }
-    execvpe(argv[0], const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp.data()));
-    const char msg[] = "flatline launcher: exec of the worker (or its --rank-wrapper, or the trainer's shell) failed\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(kExitExecFailed);
-  }
-  close(fds[1]);
-  p.pid = pid;
-  p.out = fds[0];
-  fcntl(p.out, F_SETFL, fcntl(p.out, F_GETFL) | O_NONBLOCK);
-  return p;
+  ChildSpec spec;
+  spec.argv = rank_argv(o, s, rank, start);
+  spec.env = child_environment(vars);
+  spec.cwd = external ? s.trainer.cwd : "";
+  spec.what = fmt::format("rank {}", rank);
+  spec.exec_failure = "flatline launcher: exec of the worker (or its --rank-wrapper, or the trainer's shell) failed";
+  // a checkpoint request before the worker counts them is dropped, not its end (core/checkpoint_request.h)
+  if (!external) spec.ignored_signals = {kCheckpointRequestSignal};
+  return RankProc{Child(spec), std::move(output), false, ""};
 }
 
 // Moves what the rank printed to its log and to the tail in memory. A log that cannot be written (a
 // full disk) is reported once; the tail still has the rank's last words.
 void drain_output(RankProc& p, int rank, std::vector<std::string>& warnings) {
-  char buf[65536];
-  while (p.out >= 0) {
-    const ssize_t n = read(p.out, buf, sizeof buf);
-    if (n > 0) {
-      if (!p.log_failed) {
-        for (ssize_t off = 0; off < n;) {
-          const ssize_t w = write(p.log, buf + off, static_cast<size_t>(n - off));
-          if (w < 0 && errno == EINTR) continue;
-          if (w <= 0) {
-            warnings.push_back(fmt::format("logs/rank-{}.log: cannot write the rank's output: {}", rank,
-                                           std::strerror(w < 0 ? errno : EIO)));
-            p.log_failed = true;
-            break;
-          }
-          off += w;
-        }
-      }
-      p.tail.append(buf, static_cast<size_t>(n));
-      if (p.tail.size() > kTailBytes) p.tail.erase(0, p.tail.size() - kTailBytes);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    close(p.out);  // EOF: the rank (and whatever shared its output) is gone
-    p.out = -1;
+  Child::drain(p.proc.out(), p.output);
+  if (!p.output.file_error.empty() && !p.log_warned) {
+    warnings.push_back(fmt::format("logs/rank-{}.log: cannot write the rank's output: {}", rank, p.output.file_error));
+    p.log_warned = true;
   }
 }
 
@@ -285,6 +228,7 @@ struct LiveFeed {
   OnsetClock onsets;
   std::vector<char> ended;          // the rank's last record ends its stream (run_end, error, ...)
   std::vector<char> finished;       // ... and that end is its work done (run_end)
+  std::vector<char> restarting;     // ... and that end is stop_for_restart
   std::vector<int64_t> last_step;   // the step of its last record
   std::vector<char> stepped;        // the rank wrote a step record (in any phase)
   // Progress (core/protocol.h progress_bound_s): when a step record last arrived from any rank in this
@@ -300,7 +244,8 @@ struct LiveFeed {
   DetectorFeed* detectors = nullptr;  // external detectors, when attached
   LiveFeed(std::vector<FaultTruth> truths, int world)
       : onsets(std::move(truths)), ended(static_cast<size_t>(world), 0), finished(static_cast<size_t>(world), 0),
-        last_step(static_cast<size_t>(world), 0), stepped(static_cast<size_t>(world), 0) {}
+        restarting(static_cast<size_t>(world), 0), last_step(static_cast<size_t>(world), 0),
+        stepped(static_cast<size_t>(world), 0) {}
   size_t poll(Triage& tri, Progress* progress, double now_wall) {
     size_t n = 0;
     for (size_t i = 0; i < tails.size(); ++i) {
@@ -313,8 +258,10 @@ struct LiveFeed {
         if (progress) progress->observe(r, now_wall);
         const bool was_ended = ended[i];
         ended[i] = stream_ended_after(was_ended, r);
-        if (ended[i] != was_ended || r.kind == RecordKind::event)
-          finished[i] = ended[i] && r.kind == RecordKind::event && r.name == "run_end";
+        if (ended[i] != was_ended || r.kind == RecordKind::event) {
+          finished[i] = ended[i] && r.kind == RecordKind::event && r.name == event::run_end;
+          restarting[i] = ended[i] && r.kind == RecordKind::event && r.name == event::stop_for_restart;
+        }
         last_step[i] = r.step;
         if (r.kind == RecordKind::step) {
           stepped[i] = 1;
@@ -334,6 +281,16 @@ struct LiveFeed {
   }
 };
 
+// A checkpoint near each finding (core/protocol.h kCheckpointRequestSignal, docs/DESIGN.md §8): a
+// finding whose cause has a repair (faults/intervention.h) asks the ranks for one, at most
+// kMaxLiveCheckpoints a run; never a replay's ranks (their checkpoints are given) nor an external
+// trainer's (the signal is flatline's worker's word).
+struct LiveCheckpoints {
+  bool on = false;
+  bool wanted = false;  // a finding asked since the poll loop last looked
+  int asked = 0;
+};
+
 struct PhaseContext {
   const Scenario& s;
   const LaunchOptions& o;
@@ -342,201 +299,249 @@ struct PhaseContext {
   LiveFeed& feed;
   LaunchResult& res;
   std::vector<std::string>& warnings;
+  LiveCheckpoints& live;
 };
+
+// A finding asked for a checkpoint: every rank still running is asked for one at its next step
+// boundary (the ranks agree on the step among themselves), unless the run is being stopped.
+void ask_for_checkpoint(PhaseContext& c, std::vector<RankProc>& ranks, bool stopping) {
+  if (c.live.wanted && !stopping && c.res.interrupted_by == 0 && !c.res.stalled) {
+    for (auto& p : ranks)
+      if (p.proc.running()) p.proc.signal(kCheckpointRequestSignal);
+    ++c.live.asked;
+  }
+  c.live.wanted = false;
+}
 
 void say(const LaunchOptions& o, const std::string& line) {
   if (o.progress) o.progress->print_line(line);
   else if (o.live_print) std::cout << line << std::flush;
 }
 
-// Runs one phase (start or resume) of every rank to its end; returns the exit codes.
-std::vector<int> run_phase(PhaseContext& c, LaunchOptions::Start start) {
-  const Scenario& s = c.s;
-  const LaunchOptions& o = c.o;
-  const int port = free_tcp_port();
-  std::fill(c.feed.ended.begin(), c.feed.ended.end(), 0);  // new processes: each must end its own stream
-  c.feed.any_step = false;  // and a first step of their own (kFirstStepAllowanceS)
-  c.feed.step_spacing.clear();
-  c.feed.last_step_wall = wall_now();
-  std::vector<RankProc> ranks;
-  for (int r = 0; r < s.world_size; ++r) ranks.push_back(spawn_rank(o, s, r, port, c.t0, start));
-  size_t alive = ranks.size();
-  double kill_at = -1;              // wall time at which whoever is left is killed
-  std::string kill_why;
-  int forwarded = 0;                // signals already forwarded to the ranks
-  // The progress watchdog (core/protocol.h): on the launcher's clock, since the last record of any rank.
-  const double stall_bound = stall_bound_s(s.heartbeat_s, s.collective_timeout_s);
-  double last_record_wall = wall_now();
-  bool any_record = false;
-  const double teardown_grace = teardown_grace_s(s.collective_timeout_s);
-  double teardown_since = -1;       // wall time since which every rank still running has written its end
-  bool torn_down = false;
-  auto kill_all = [&](const std::string& why) {
-    for (auto& p : ranks)
-      if (p.code == -1 && p.killed_why.empty()) {
-        kill(p.pid, SIGKILL);
+// One phase (the start, or a resume) of every rank, run to its end by one poll loop: drain the ranks'
+// output, tail their telemetry into the detectors, reap them, and apply the bounds.
+class Phase {
+ public:
+  Phase(PhaseContext& c, LaunchOptions::Start start) : c_(c), s_(c.s), o_(c.o) {
+    const int port = free_tcp_port();
+    std::fill(c_.feed.ended.begin(), c_.feed.ended.end(), 0);  // new processes: each must end its own stream
+    c_.feed.any_step = false;  // and a first step of their own (kFirstStepAllowanceS)
+    c_.feed.step_spacing.clear();
+    c_.feed.last_step_wall = last_record_wall_ = wall_now();
+    for (int r = 0; r < s_.world_size; ++r) ranks_.push_back(spawn_rank(o_, s_, r, port, c_.t0, start));
+    alive_ = ranks_.size();
+  }
+
+  // Returns the ranks' exit codes.
+  std::vector<int> run() {
+    while (alive_ > 0) {
+      wait();
+      const double now = wall_now();
+      for (size_t i = 0; i < ranks_.size(); ++i) drain_output(ranks_[i], static_cast<int>(i), c_.warnings);
+      if (c_.feed.poll(c_.tri, o_.progress, now) > 0) {
+        last_record_wall_ = now;
+        any_record_ = true;
+      }
+      c_.tri.advance(now - c_.t0);
+      if (o_.progress) o_.progress->tick(now);
+      ask_for_checkpoint(c_, ranks_, /*stopping=*/kill_at_ >= 0);
+      reap(now);
+      if (alive_ == 0) break;
+      forward_signals(now);
+      watch_teardown(now);
+      watch_records(now);
+      watch_steps(now);
+      if (kill_at_ > 0 && now > kill_at_) {
+        kill_all(kill_why_);
+        kill_at_ = -1;
+      }
+    }
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      drain_output(ranks_[i], static_cast<int>(i), c_.warnings);
+      Child::close_fd(ranks_[i].proc.out());
+      ranks_[i].output.close_file();
+    }
+    c_.feed.poll(c_.tri, o_.progress, wall_now());
+    write_stopped_events();
+    c_.feed.poll(c_.tri, o_.progress, wall_now());
+    std::vector<int> codes;
+    for (const auto& p : ranks_) codes.push_back(p.code());
+    return codes;
+  }
+
+ private:
+  // Until the ranks write something, or the poll period passes (the external detectors' pump waits on
+  // their output instead, at their shorter period).
+  void wait() {
+    if (c_.feed.detectors) {
+      c_.feed.detectors->pump(wall_now() - c_.t0, kPollWithDetectorsMs);
+      return;
+    }
+    std::vector<pollfd> fds;
+    for (auto& p : ranks_)
+      if (p.proc.out() >= 0) fds.push_back({p.proc.out(), POLLIN, 0});
+    if (fds.empty()) usleep(kPollMs * 1000);
+    else poll(fds.data(), fds.size(), kPollMs);
+  }
+
+  void kill_all(const std::string& why) {
+    for (auto& p : ranks_)
+      if (p.proc.running() && p.killed_why.empty()) {
+        p.proc.kill();
         p.killed_why = why;
       }
-  };
-  while (alive > 0) {
-    if (c.feed.detectors) {
-      c.feed.detectors->pump(wall_now() - c.t0, kPollWithDetectorsMs);
+  }
+
+  // Collects the ranks that ended. The first failure names the run's error (a failed collective, its last
+  // words carrying kCommFailureMark, gives way to another kind of failure) and starts the kill of the rest.
+  void reap(double now) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      RankProc& p = ranks_[i];
+      if (!p.proc.running() || !p.proc.reap()) continue;
+      --alive_;
+      drain_output(p, static_cast<int>(i), c_.warnings);
+      const bool by_signal_asked = forwarded_ > 0 && p.code() == kExitSignalBase + c_.res.interrupted_by;
+      if (c_.feed.poll(c_.tri, o_.progress, now) > 0) {  // its last records: did it stop for the restart?
+        last_record_wall_ = now;
+        any_record_ = true;
+      }
+      if (p.code() == kExitOk || is_restart_exit(s_, p.code(), c_.feed.restarting[i]) || by_signal_asked ||
+          !p.killed_why.empty())
+        continue;
+      const std::string words = last_words(p.output.tail, 3);
+      const bool consequence = words.find(kCommFailureMark) != std::string::npos;
+      if (c_.res.first_error.empty() ||
+          (!consequence && c_.res.first_error.find(kCommFailureMark) != std::string::npos))
+        c_.res.first_error = fmt::format("rank {} exited with {}: {}", i, status_text(p.code()), words);
+      if (kill_at_ < 0) {
+        // Its peers fail within the collective timeout; past that (plus start-up and checkpoint slack)
+        // whoever is left is stuck.
+        kill_at_ = now + s_.collective_timeout_s + kKillGraceS;
+        kill_why_ = fmt::format("still running {:.0f} s after rank {} failed (collective timeout {:.0f} s + {:.0f} s): "
+                                "killed by the launcher",
+                                s_.collective_timeout_s + kKillGraceS, i, s_.collective_timeout_s, kKillGraceS);
+      }
+    }
+  }
+
+  // Signals to the launcher: the first is forwarded (with SIGCONT: a stopped rank must run to handle it),
+  // a second kills at once.
+  void forward_signals(double now) {
+    if (g_signals <= forwarded_) return;
+    const int sig = g_signal;
+    if (forwarded_ == 0) {
+      c_.res.interrupted_by = sig;
+      c_.res.first_error = fmt::format("interrupted by {} (to the launcher); every rank was asked to stop", signal_name(sig));
+      for (auto& p : ranks_) {
+        p.proc.signal(sig);
+        p.proc.signal(SIGCONT);
+      }
+      kill_at_ = now + kInterruptGraceS;
+      kill_why_ = fmt::format("{} to the launcher: did not exit within {:.0f} s: killed", signal_name(sig), kInterruptGraceS);
+      say(o_, fmt::format("  {}: stopping {} rank(s) (killed in {:.0f} s; send it again to kill them now)\n",
+                          signal_name(sig), alive_, kInterruptGraceS));
     } else {
-      std::vector<pollfd> fds;
-      for (auto& p : ranks)
-        if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
-      if (fds.empty()) usleep(kPollMs * 1000);
-      else poll(fds.data(), fds.size(), kPollMs);
+      kill_all(fmt::format("{} to the launcher, again: killed at once", signal_name(sig)));
     }
-    const double now = wall_now();
-    for (size_t i = 0; i < ranks.size(); ++i) drain_output(ranks[i], static_cast<int>(i), c.warnings);
-    if (c.feed.poll(c.tri, o.progress, now) > 0) {
-      last_record_wall = now;
-      any_record = true;
-    }
-    c.tri.advance(now - c.t0);
-    if (o.progress) o.progress->tick(now);
+    forwarded_ = g_signals;
+  }
 
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      RankProc& p = ranks[i];
-      if (p.code != -1) continue;
-      int st = 0;
-      if (waitpid(p.pid, &st, WNOHANG) != p.pid) continue;
-      p.code = WIFEXITED(st) ? WEXITSTATUS(st) : kExitSignalBase + WTERMSIG(st);
-      --alive;
-      drain_output(p, static_cast<int>(i), c.warnings);
-      const bool by_signal_asked = forwarded > 0 && p.code == kExitSignalBase + c.res.interrupted_by;
-      if (p.code != kExitOk && !is_restart_exit(s, p.code) && !by_signal_asked && p.killed_why.empty()) {
-        // A failed collective (its last words carry kCommFailureMark) gives way to another kind of failure.
-        const std::string words = last_words(p.tail, 3);
-        const bool consequence = words.find(kCommFailureMark) != std::string::npos;
-        if (c.res.first_error.empty() ||
-            (!consequence && c.res.first_error.find(kCommFailureMark) != std::string::npos))
-          c.res.first_error = fmt::format("rank {} exited with {}: {}", i, status_text(p.code), words);
-        if (kill_at < 0) {
-          // Its peers fail within the collective timeout; past that (plus start-up and checkpoint slack)
-          // whoever is left is stuck.
-          kill_at = now + s.collective_timeout_s + kKillGraceS;
-          kill_why = fmt::format("still running {:.0f} s after rank {} failed (collective timeout {:.0f} s + {:.0f} s): "
-                                 "killed by the launcher",
-                                 s.collective_timeout_s + kKillGraceS, i, s.collective_timeout_s, kKillGraceS);
-        }
-      }
-    }
-    if (alive == 0) break;
+  void stall(const std::string& why) {
+    c_.res.stalled = true;
+    c_.res.first_error = why;
+    say(o_, "  [watchdog] " + why + "\n");
+    kill_all(why);
+  }
 
-    // ---- signals: forward the first, kill at once on the second ----
-    if (g_signals > forwarded) {
-      const int sig = g_signal;
-      if (forwarded == 0) {
-        c.res.interrupted_by = sig;
-        c.res.first_error = fmt::format("interrupted by {} (to the launcher); every rank was asked to stop", signal_name(sig));
-        for (auto& p : ranks)
-          if (p.code == -1) {
-            kill(p.pid, sig);
-            kill(p.pid, SIGCONT);  // a stopped rank must run to handle it
-          }
-        kill_at = now + kInterruptGraceS;
-        kill_why = fmt::format("{} to the launcher: did not exit within {:.0f} s: killed", signal_name(sig), kInterruptGraceS);
-        say(o, fmt::format("  {}: stopping {} rank(s) (killed in {:.0f} s; send it again to kill them now)\n",
-                           signal_name(sig), alive, kInterruptGraceS));
-      } else {
-        kill_all(fmt::format("{} to the launcher, again: killed at once", signal_name(sig)));
-      }
-      forwarded = g_signals;
+  // Teardown (core/protocol.h teardown_grace_s): while every rank still running has written its run_end, its
+  // silence is no stall; past the bound the launcher kills them, with a warning, and the run stands.
+  void watch_teardown(double now) {
+    tearing_down_ = true;
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      if (ranks_[i].proc.running() && !c_.feed.finished[i]) tearing_down_ = false;
+    if (!tearing_down_) {
+      teardown_since_ = -1;
+      return;
     }
+    if (teardown_since_ < 0) teardown_since_ = now;
+    const double grace = teardown_grace_s(s_.collective_timeout_s);
+    if (torn_down_ || now - teardown_since_ <= grace) return;
+    torn_down_ = true;
+    const std::string why = fmt::format("wrote its end but had not exited {:.0f} s later (teardown bound max({:.0f} s, "
+                                        "collective timeout {:.0f} s)): killed by the launcher; its telemetry is complete",
+                                        grace, kTeardownMinS, s_.collective_timeout_s);
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      if (ranks_[i].proc.running()) c_.warnings.push_back(fmt::format("rank {} {}", i, why));
+    say(o_, "  [watchdog] every rank still running " + why + "\n");
+    kill_all(why);
+  }
 
-    // ---- teardown: every rank still running has written its end: its silence is no stall ----
-    bool tearing_down = true;
-    for (size_t i = 0; i < ranks.size(); ++i)
-      if (ranks[i].code == -1 && !c.feed.finished[i]) tearing_down = false;
-    if (!tearing_down) {
-      teardown_since = -1;
-    } else if (teardown_since < 0) {
-      teardown_since = now;
-    } else if (now - teardown_since > teardown_grace && !torn_down) {
-      torn_down = true;
-      const std::string why = fmt::format("wrote its end but had not exited {:.0f} s later (teardown bound max({:.0f} s, "
-                                          "collective timeout {:.0f} s)): killed by the launcher; its telemetry is "
-                                          "complete", teardown_grace, kTeardownMinS, s.collective_timeout_s);
-      for (size_t i = 0; i < ranks.size(); ++i)
-        if (ranks[i].code == -1) c.warnings.push_back(fmt::format("rank {} {}", i, why));
-      say(o, "  [watchdog] every rank still running " + why + "\n");
-      kill_all(why);
-    }
-
-    // ---- the progress watchdog: no record from any rank for the bound ----
-    const double bound = any_record ? stall_bound : kJoinTimeoutS + stall_bound;
-    if (!tearing_down && !c.res.stalled && c.res.interrupted_by == 0 && now - last_record_wall > bound) {
-      c.res.stalled = true;
-      const std::string why =
-          fmt::format("no record from any rank for {:.1f} s (the launcher's clock; bound {:.0f} s = max({:.0f} heartbeats "
+  // The progress watchdog (core/protocol.h): no record from any rank for the bound, on the launcher's clock.
+  void watch_records(double now) {
+    const double stall_bound = stall_bound_s(s_.heartbeat_s, s_.collective_timeout_s);
+    const double bound = any_record_ ? stall_bound : kJoinTimeoutS + stall_bound;
+    if (tearing_down_ || c_.res.stalled || c_.res.interrupted_by != 0 || now - last_record_wall_ <= bound) return;
+    stall(fmt::format("no record from any rank for {:.1f} s (the launcher's clock; bound {:.0f} s = max({:.0f} heartbeats "
                       "of {} s, collective timeout {:.0f} s){}): every rank stopped by the launcher",
-                      now - last_record_wall, bound, kStallHeartbeats, s.heartbeat_s, s.collective_timeout_s,
-                      any_record ? "" : fmt::format(", {:.0f} s more for start-up", kJoinTimeoutS));
-      c.res.first_error = why;
-      say(o, "  [watchdog] " + why + "\n");
-      kill_all(why);
-    }
-    // ---- ... and on progress: heartbeats arrive, step records do not (every rank blocked reading its
-    // data, a deadlocked loader): no collective times out, so nothing else would end it ----
-    const double progress_bound = progress_bound_s(c.feed.any_step, c.feed.longest_recent_step(), s.heartbeat_s,
-                                                   s.collective_timeout_s);
-    const double progress_floor = progress_bound_s(true, 0, s.heartbeat_s, s.collective_timeout_s);
-    if (!tearing_down && !c.res.stalled && c.res.interrupted_by == 0 && kill_at < 0 &&
-        now - c.feed.last_step_wall > progress_bound) {
-      c.res.stalled = true;
-      const std::string why =
-          c.feed.any_step
+                      now - last_record_wall_, bound, kStallHeartbeats, s_.heartbeat_s, s_.collective_timeout_s,
+                      any_record_ ? "" : fmt::format(", {:.0f} s more for start-up", kJoinTimeoutS)));
+  }
+
+  // ... and on progress: heartbeats arrive, step records do not (every rank blocked reading its data, a
+  // deadlocked loader): no collective times out, so nothing else would end it.
+  void watch_steps(double now) {
+    const LiveFeed& f = c_.feed;
+    const double bound = progress_bound_s(f.any_step, f.longest_recent_step(), s_.heartbeat_s, s_.collective_timeout_s);
+    const double floor = progress_bound_s(true, 0, s_.heartbeat_s, s_.collective_timeout_s);
+    if (tearing_down_ || c_.res.stalled || c_.res.interrupted_by != 0 || kill_at_ >= 0 || now - f.last_step_wall <= bound)
+      return;
+    stall(f.any_step
               ? fmt::format("no step from any rank for {:.1f} s while records still arrive (the launcher's clock; "
                             "bound {:.0f} s = max({:.0f} x the longest recent step {:.2f} s, {:.0f} s)): every rank "
                             "stopped by the launcher",
-                            now - c.feed.last_step_wall, progress_bound, kProgressSteps, c.feed.longest_recent_step(),
-                            progress_floor)
+                            now - f.last_step_wall, bound, kProgressSteps, f.longest_recent_step(), floor)
               : fmt::format("no first step from any rank for {:.1f} s while records still arrive (the launcher's "
                             "clock; bound {:.0f} s = a first step's allowance {:.0f} s + {:.0f} s): every rank stopped "
                             "by the launcher",
-                            now - c.feed.last_step_wall, progress_bound, kFirstStepAllowanceS, progress_floor);
-      c.res.first_error = why;
-      say(o, "  [watchdog] " + why + "\n");
-      kill_all(why);
-    }
-    if (kill_at > 0 && now > kill_at) {
-      kill_all(kill_why);
-      kill_at = -1;
-    }
+                            now - f.last_step_wall, bound, kFirstStepAllowanceS, floor));
   }
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    drain_output(ranks[i], static_cast<int>(i), c.warnings);
-    if (ranks[i].out >= 0) close(ranks[i].out);
-    if (ranks[i].log >= 0) close(ranks[i].log);
-  }
-  c.feed.poll(c.tri, o.progress, wall_now());
 
-  // ---- a `stopped` event for every rank whose stream did not end with its own last word ----
-  const double t_end = wall_now() - c.t0;
-  std::vector<int> codes;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const RankProc& p = ranks[i];
-    codes.push_back(p.code);
-    if (c.feed.ended[i]) continue;
-    Record r;
-    r.kind = RecordKind::event;
-    r.rank = static_cast<int>(i);
-    r.t = t_end;
-    r.step = c.feed.last_step[i];
-    r.name = "stopped";
-    r.detail = !p.killed_why.empty() ? p.killed_why
-                                     : fmt::format("exited with {} without writing its end", status_text(p.code));
-    try {
-      append_event(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, i), r);
-    } catch (const IoError& e) {
-      c.warnings.push_back(e.what());
+  // A `stopped` event for every rank whose stream did not end with its own last word (docs/DESIGN.md §3).
+  void write_stopped_events() {
+    const double t_end = wall_now() - c_.t0;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const RankProc& p = ranks_[i];
+      if (c_.feed.ended[i]) continue;
+      Record r;
+      r.kind = RecordKind::event;
+      r.rank = static_cast<int>(i);
+      r.t = t_end;
+      r.step = c_.feed.last_step[i];
+      r.name = event::stopped;
+      r.detail = !p.killed_why.empty() ? p.killed_why
+                                       : fmt::format("exited with {} without writing its end", status_text(p.code()));
+      try {
+        append_event(fmt::format("{}/telemetry/rank-{}.jsonl", o_.run_dir, i), r);
+      } catch (const IoError& e) {
+        c_.warnings.push_back(e.what());
+      }
     }
   }
-  c.feed.poll(c.tri, o.progress, wall_now());
-  return codes;
-}
+
+  PhaseContext& c_;
+  const Scenario& s_;
+  const LaunchOptions& o_;
+  std::vector<RankProc> ranks_;
+  size_t alive_ = 0;
+  double kill_at_ = -1;       // wall time at which whoever is left is killed
+  std::string kill_why_;
+  int forwarded_ = 0;         // signals already forwarded to the ranks
+  double last_record_wall_ = 0;
+  bool any_record_ = false;
+  bool tearing_down_ = false;  // every rank still running has written its run_end
+  double teardown_since_ = -1;  // wall time since when
+  bool torn_down_ = false;
+};
 
 }  // namespace
 
@@ -581,12 +586,15 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   DetectorConfig cfg;
   cfg.world_size = s.world_size;
   Triage tri(cfg);
-  if (o.live_print)
-    tri.on_finding([&o](const Finding& f) {
+  LiveCheckpoints live;
+  live.on = !o.replay && s.trainer.command.empty();
+  tri.on_finding([&o, &live](const Finding& f) {
+    if (live.on && live.asked < kMaxLiveCheckpoints && has_intervention(f.cause)) live.wanted = true;
+    if (o.live_print)
       say(o, fmt::format("  [live] step {} (t={:.1f}s): {}{} — {}\n", f.detected_step, f.detected_t, f.cause,
                          f.rank >= 0 ? fmt::format(" (rank {})", f.rank) : "",
                          f.evidence.empty() ? "" : f.evidence.front()));
-    });
+  });
   LiveFeed feed(o.replay ? std::vector<FaultTruth>{} : RunPlan(s).truths(), s.world_size);
   std::unique_ptr<DetectorFeed> detectors;
   if (!o.detectors.empty()) {
@@ -606,11 +614,12 @@ LaunchResult launch_run(const Scenario& s, const std::string& yaml_text, const L
   for (int r = 0; r < s.world_size; ++r)
     feed.tails.push_back(std::make_unique<JsonlTail>(fmt::format("{}/telemetry/rank-{}.jsonl", o.run_dir, r)));
   std::vector<std::string> warnings;
-  PhaseContext c{s, o, start, tri, feed, res, warnings};
+  PhaseContext c{s, o, start, tri, feed, res, warnings, live};
 
-  auto codes = run_phase(c, o.start);
-  const bool restart = std::all_of(codes.begin(), codes.end(), [&](int x) { return is_restart_exit(s, x); });
-  if (restart && res.interrupted_by == 0) codes = run_phase(c, LaunchOptions::Start::resume);
+  auto codes = Phase(c, o.start).run();
+  bool restart = !codes.empty();
+  for (size_t i = 0; i < codes.size(); ++i) restart = restart && is_restart_exit(s, codes[i], feed.restarting[i]);
+  if (restart && res.interrupted_by == 0) codes = Phase(c, LaunchOptions::Start::resume).run();
   if (o.progress) o.progress->done();
   // An external trainer that exits 0 having trained nothing the probe saw is a failed run, not a healthy
   // one (docs/DESIGN.md §16): its script ran, the probe was not attached or wrote elsewhere.

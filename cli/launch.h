@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "detectors/external.h"
+#include "external/feed.h"
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "run/scenario.h"
 #include "telemetry/manifest.h"
 
 namespace flatline {
@@ -40,7 +40,7 @@ struct LaunchOptions {
   std::string rank_wrapper;
   std::string master_addr;         // MASTER_ADDR for the ranks; empty: kDefaultMasterAddr (loopback)
   std::string device, process_group;  // given to run / score: passed on to every rank ("" = the scenario's)
-  // External detectors fed the run's records live from the poll loop (detectors/external.h), never
+  // External detectors fed the run's records live from the poll loop (external/feed.h), never
   // from the ranks' path; their stderr goes to run_dir/detectors/<name>.stderr.
   std::vector<ExternalDetectorSpec> detectors;
   FeedLimits detector_limits;

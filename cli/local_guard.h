@@ -3,13 +3,13 @@
 // and memory and refuse beyond a stated bound, with a message that names the numbers and points to
 // `flatline simulate` (fleet scale, no training) or to a launcher for real multi-host runs (torchrun,
 // srun). Why: 1024 local ranks on a 2-core, 24 GiB machine climbed past 9 GiB in seconds and never
-// trained a step. Fleet-only scenarios (`fleet_only: true`, faults/scenario.h) never reach the guard:
+// trained a step. Fleet-only scenarios (`fleet_only: true`, run/scenario.h) never reach the guard:
 // `run` refuses them and `score` skips them with a line.
 #pragma once
 #include <cstdint>
 #include <string>
 
-#include "faults/scenario.h"
+#include "run/scenario.h"
 
 namespace flatline {
 

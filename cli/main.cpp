@@ -18,24 +18,30 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "core/registry.h"
 #include "core/printable.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "sim/build_info.h"
 
 namespace flatline::cli {
 
 namespace {
-std::vector<CommandDef>& registry() {
-  static std::vector<CommandDef> r;
+Registry<CommandDef>& registry() {
+  static Registry<CommandDef> r("subcommand");
   return r;
 }
 }  // namespace
 
 bool register_command(CommandDef def) {
-  registry().push_back(std::move(def));
+  const std::string name = def.name;
+  registry().add(name, std::move(def));
   return true;
 }
-const std::vector<CommandDef>& commands() { return registry(); }
+std::vector<const CommandDef*> commands() {
+  std::vector<const CommandDef*> out;
+  for (const auto& [name, c] : registry()) out.push_back(&c);
+  return out;
+}
 
 std::string self_exe() {
   char buf[4096];
@@ -84,11 +90,9 @@ int main(int argc, char** argv) {
     return fmt::format("flatline {}\n{}\ndevices: {}", FLATLINE_VERSION, flatline::build_info(), flatline::devices_info());
   });
   std::vector<std::pair<CLI::App*, flatline::cli::Run>> runs;
-  auto defs = flatline::cli::commands();
-  std::sort(defs.begin(), defs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  for (const auto& d : defs) {
-    CLI::App* sub = app.add_subcommand(d.name, d.help);
-    runs.emplace_back(sub, d.setup(*sub));
+  for (const flatline::cli::CommandDef* d : flatline::cli::commands()) {  // by name
+    CLI::App* sub = app.add_subcommand(d->name, d->help);
+    runs.emplace_back(sub, d->setup(*sub));
   }
   try {
     app.parse(argc, argv);

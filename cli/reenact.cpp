@@ -2,6 +2,7 @@
 #include "cli/reenact.h"
 
 #include "core/safe_path.h"
+#include "faults/scenario_file.h"
 
 #include <fmt/format.h>
 

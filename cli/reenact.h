@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "detectors/external.h"
-#include "faults/scenario.h"
+#include "external/feed.h"
+#include "run/scenario.h"
 #include "telemetry/jsonl.h"
 #include "telemetry/manifest.h"
 #include "telemetry/writers/writer.h"

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 // Everything a run (cli/launch.cpp, the ranks, `simulate --out`) writes at a run directory's top level:
-// detectors/ holds external detectors' stderr (detectors/external.h), formats/ the foreign-format logs
+// detectors/ holds external detectors' stderr (external/feed.h), formats/ the foreign-format logs
 // (telemetry/writers/writer.h), confirm/ a confirmation's replays (confirm/confirm.h), trainer/ an
 // external trainer's own outputs (kTrainerDirName, core/protocol.h).
 const std::set<std::string>& run_entries() {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 
 namespace flatline {
 namespace {
@@ -60,12 +60,16 @@ Series last_n(const Series& s, int n) {
   return out;
 }
 
-// The run resumed from checkpoint `step` (its `resume` event; a replay's carrying on is not a resume).
+// The run resumed from checkpoint `step`: a `resume` event at that step by a new process after an earlier
+// one's stream had ended (stream_ended_after, telemetry/record.h: a restart's stop_for_restart, a crash's
+// error or stopped). A replay's own start (docs/DESIGN.md §14) carries on from its checkpoint as the first
+// process of its stream, so its `resume` opens no ended stream: it is no resume of the run.
 bool resumed_at(const std::vector<Record>& rank0, int64_t step) {
-  for (const auto& r : rank0)
-    if (r.kind == RecordKind::event && r.name == "resume" && r.step == step &&
-        r.detail.find("carrying on") == std::string::npos)
-      return true;
+  bool ended = false;
+  for (const auto& r : rank0) {
+    if (r.kind == RecordKind::event && r.name == event::resume && r.step == step && ended) return true;
+    ended = stream_ended_after(ended, r);
+  }
   return false;
 }
 
@@ -187,7 +191,8 @@ int64_t trained_step(const Record& r, const Scenario& s) {
 }
 
 ConfirmPlan plan_confirmation(const Scenario& s, const Diagnosis& d, const std::vector<Record>& rank0,
-                              const std::vector<int64_t>& complete_checkpoints, const ConfirmOptions& o) {
+                              const std::vector<int64_t>& complete_checkpoints, const ConfirmOptions& o,
+                              const std::vector<int64_t>& live_checkpoints) {
   ConfirmPlan p;
   p.cause = d.cause;
   p.rank = d.rank;
@@ -222,15 +227,24 @@ ConfirmPlan plan_confirmation(const Scenario& s, const Diagnosis& d, const std::
     p.nothing = fmt::format("the onset (step {}) is past the scenario's last step ({})", p.onset, s.steps);
     return p;
   }
-  for (int64_t k : complete_checkpoints)
-    if (k >= 1 && k <= p.branch) p.checkpoint = std::max(p.checkpoint, k);
+  const auto end_from = [&](int64_t b) { return std::min(s.steps, b + (o.steps > 0 ? o.steps : s.steps - b)); };
+  bool at_branch = false;
+  for (const auto* list : {&complete_checkpoints, &live_checkpoints})
+    for (int64_t k : *list) {
+      if (k >= 1 && k <= p.branch) p.checkpoint = std::max(p.checkpoint, k);
+      at_branch |= k == p.branch;
+    }
+  // No checkpoint at the branch point: the first live one after it that leaves the branches 2K steps.
+  int64_t live = -1;
+  for (int64_t k : live_checkpoints)
+    if (k > p.branch && end_from(k) - k >= 2 * int64_t{o.last} && (live < 0 || k < live)) live = k;
+  if (!at_branch && live > 0) p.branch = p.checkpoint = live;
   p.prefix_start = p.checkpoint < 0 ? ReplayStart::fresh
                    : resumed_at(rank0, p.checkpoint) ? ReplayStart::resume
                                                      : ReplayStart::carry_on;
   p.branch_start = p.needs_prefix() ? ReplayStart::carry_on : p.prefix_start;
-  const int64_t steps = o.steps > 0 ? o.steps : s.steps - p.branch;  // the plateau: onset to the planned end
-  p.end = std::min(s.steps, p.branch + steps);
-  p.compared = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o.last, p.plateau_steps() / 2)));
+  p.end = end_from(p.branch);  // as long as the plateau lasted: to the scenario's end, or --steps
+  p.compared = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o.last, p.branch_steps() / 2)));
 
   // A window that trains batches the run had trained before cannot show a repair in its training loss.
   const Series run = loss_series(rank0, s, 1, p.end);
@@ -243,7 +257,7 @@ ConfirmPlan plan_confirmation(const Scenario& s, const Diagnosis& d, const std::
   p.repair.cause = d.cause;
   p.repair.rank = names_rank(d.cause) ? d.rank : -1;
   p.repair.from_step = p.onset;
-  if (auto it = run.find(p.branch); it != run.end() && std::isfinite(it->second.lr)) p.repair.lr_before = it->second.lr;
+  if (auto it = run.find(p.onset - 1); it != run.end() && std::isfinite(it->second.lr)) p.repair.lr_before = it->second.lr;
   return p;
 }
 
@@ -346,8 +360,15 @@ std::string to_text_unescaped(const ConfirmResult& r) {
                                       : fmt::format("checkpoint step {}", p.checkpoint),
                      p.branch, p.branch - std::max<int64_t>(p.checkpoint, 0));
   else
-    s += fmt::format("  replays: from {},", p.branch == 0 ? std::string("step 0") : fmt::format("checkpoint step {}", p.branch));
-  s += fmt::format(" control and repaired steps {}..{} ({} steps each)\n", p.branch + 1, p.end, p.plateau_steps());
+    s += fmt::format("  replays: from {},", p.branch == 0             ? std::string("step 0")
+                                           : p.branch >= p.onset ? fmt::format("checkpoint step {} (near the finding: the "
+                                                                                "repair acts from step {})",
+                                                                                p.branch, p.branch + 1)
+                                                                  : fmt::format("checkpoint step {}", p.branch));
+  s += fmt::format(" control and repaired steps {}..{} ({} steps each; {} replayed, {:.2f}x the plateau of {})\n",
+                   p.branch + 1, p.end, p.branch_steps(), p.replayed_steps(),
+                   static_cast<double>(p.replayed_steps()) / static_cast<double>(std::max<int64_t>(1, p.plateau_steps())),
+                   p.plateau_steps());
   s += "  repair: " + r.repair + "\n";
   if (!r.control.detail.empty()) s += "  control: " + r.control.detail + "\n";
   if (!r.control_run.error.empty()) s += "  control ended with an error (as the run may have): " + r.control_run.error + "\n";
@@ -428,6 +449,8 @@ std::string to_json(const ConfirmResult& r) {
        {{"cause", p.cause}, {"rank", p.rank}, {"onset", p.onset}, {"nothing", p.nothing}, {"checkpoint", p.checkpoint},
         {"prefix_start", to_string(p.prefix_start)}, {"branch", p.branch}, {"branch_start", to_string(p.branch_start)},
         {"end", p.end}, {"compared", p.compared}, {"held_out", p.held_out},
+        {"plateau_steps", p.nothing.empty() ? p.plateau_steps() : 0},  // derived: not read back
+        {"replayed_steps", p.nothing.empty() ? p.replayed_steps() : 0},
         {"repair", nlohmann::json::parse(to_json(p.repair))}}},
       {"repair", r.repair},
       {"control_reproduces",

@@ -2,13 +2,15 @@
 // diagnosis, scenario and telemetry, the plan of its replays (plan_confirmation); from the replays'
 // telemetry, the verdict (judge). cli/confirm_run.cpp trains the replays between the two. No torch.
 //
-// The replays: from the latest complete checkpoint before the diagnosed onset (none: step 0) a prefix
-// re-trains the run as it was up to the step before the onset and checkpoints it there (the branch
-// point; no prefix when a checkpoint is there already); from the branch point two branches train as
-// many steps as the plateau lasted (to the scenario's last step, or --steps): the control, as the run
-// was, and the repaired, with the intervention for the diagnosed cause (confirm/intervention.h). The
-// training of the confirmation is the prefix (what a checkpoint closer to the onset saves) plus twice
-// the plateau's steps.
+// The replays branch at the step before the diagnosed onset, from a checkpoint there when the run has
+// one; else from the first checkpoint the launcher asked for when a detector fired (docs/DESIGN.md §8,
+// checkpoints/live-step-N) that lies after it and still leaves the branches 2K steps (K = --last): the
+// branch point moves there, the repair acts from there, and nothing is re-trained; else a prefix
+// re-trains the run as it was from the latest complete checkpoint before the onset (none: step 0) up
+// to the step before the onset and checkpoints it there. From the branch point two branches train to
+// the scenario's last step (or --steps each): the control, as the run was, and the repaired, with the
+// intervention for the diagnosed cause (faults/intervention.h). The training of the confirmation is
+// the prefix plus twice the branch: at most twice the plateau (onset to end) when no prefix is needed.
 //
 // The verdict. The control must reproduce the run: the same steps logged, the same batches, the same
 // losses (bit-identical on CPU; within the noise elsewhere), else the verdict is ambiguous. Then the
@@ -20,14 +22,15 @@
 // the held-out loss evaluated after each of the last K steps when the run's window trains batches it had
 // trained before (a replayed batch's training loss falls by memorising it, so it cannot show a repair).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "run/scenario.h"
 #include "telemetry/record.h"
 
 namespace flatline {
@@ -49,22 +52,28 @@ struct ConfirmPlan {
   int rank = -1;
   int64_t onset = -1;             // the diagnosed onset (detected step when the diagnosis gives none)
   std::string nothing;            // not empty: there is nothing to confirm, and why
-  int64_t checkpoint = -1;        // the latest complete checkpoint before the onset; -1 none (step 0)
+  int64_t checkpoint = -1;        // the checkpoint the replays start from; -1 none (step 0)
   ReplayStart prefix_start = ReplayStart::fresh;  // how the prefix starts from it
-  int64_t branch = 0;             // B: the branches start after this step (onset - 1)
+  int64_t branch = 0;             // B: the branches start after this step (onset - 1, or a live checkpoint's)
   ReplayStart branch_start = ReplayStart::carry_on;  // from the branch point (resume: the run restarted there)
   int64_t end = 0;                // E: the last step the branches train
   int compared = 0;               // K
   bool held_out = false;          // the compared series is the held-out loss (eval after each of the last K steps)
   RepairSpec repair;
   bool needs_prefix() const { return branch > 0 && checkpoint < branch; }
-  int64_t plateau_steps() const { return end - branch; }
+  int64_t branch_steps() const { return end - branch; }      // each branch trains
+  int64_t plateau_steps() const { return end - onset + 1; }  // the run's, onset to end
+  int64_t replayed_steps() const {                           // planned: prefix + both branches
+    return (needs_prefix() ? branch - std::max<int64_t>(checkpoint, 0) : 0) + 2 * branch_steps();
+  }
 };
 
-// `complete_checkpoints`: the steps of the run's checkpoints/step-N/COMPLETE. `rank0`: rank 0's records
-// in file order. Never reads the manifest.
+// `complete_checkpoints`: the steps of the run's checkpoints/step-N/COMPLETE; `live_checkpoints`: those
+// of checkpoints/live-step-N/COMPLETE, asked for near a finding. `rank0`: rank 0's records in file
+// order. Never reads the manifest.
 ConfirmPlan plan_confirmation(const Scenario& s, const Diagnosis& d, const std::vector<Record>& rank0,
-                              const std::vector<int64_t>& complete_checkpoints, const ConfirmOptions& o);
+                              const std::vector<int64_t>& complete_checkpoints, const ConfirmOptions& o,
+                              const std::vector<int64_t>& live_checkpoints = {});
 
 // The step a record trained (its step record's samples_seen over the samples per step; a frozen logger
 // repeats its logged step, not its samples), else its logged step.

@@ -4,7 +4,7 @@
 // cycling window, an epoch started over at a resume).
 #include <fmt/format.h>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 
 namespace flatline {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <limits>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 #include "faults/effects.h"
 
 namespace flatline {

@@ -3,7 +3,7 @@
 // logger logs each step as it is trained (a frozen logger's cached step and loss are gone).
 #include <fmt/format.h>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 
 namespace flatline {
 namespace {

@@ -5,7 +5,7 @@
 // rank's data was worth.)
 #include <fmt/format.h>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 
 namespace flatline {
 namespace {

@@ -1,6 +1,6 @@
 // Two tiers of errors (docs/DESIGN.md §9 "Errors"). Recoverable failures are typed exceptions that name
-// what failed and where: ScenarioError (faults/scenario.h), ReadError (readers/reader.h), RankError
-// (sim/trainer.h: a collective, the file system or a checkpoint failed). A broken invariant is a bug, not
+// what failed and where: ScenarioError (run/scenario.h), ReadError (readers/reader.h), RankError
+// (sim/errors.h: a collective, the file system or a checkpoint failed). A broken invariant is a bug, not
 // a failure of the run: FLATLINE_CHECK throws InvariantError with file:line and the condition. Nothing
 // catches it but the outermost handler (a worker exits with kExitInvariant, core/protocol.h), so a bug
 // never leaves disguised as "a collective failed".
@@ -21,7 +21,7 @@ class InvariantError : public std::logic_error {
   std::string f = file;
 #ifdef FLATLINE_SOURCE_DIR  // name the file as the repository does
   const std::string root = FLATLINE_SOURCE_DIR "/";
-  if (f.rfind(root, 0) == 0) f.erase(0, root.size());
+  if (f.rfind(root, 0) == 0) f = f.substr(root.size());
 #endif
   throw InvariantError(fmt::format("{}:{}: invariant broken: {} ({})", f, line, why, cond));
 }

@@ -73,6 +73,22 @@ constexpr int kExitUsage = 2;
 // worker and the launcher (`flatline run`, `flatline score`) exit so, after flushing what they wrote.
 constexpr int kExitSignalBase = 128;
 
+// ---- a checkpoint near each finding (docs/DESIGN.md §8, §14) ------------------------------------------
+// When a detector names a cause live, the launcher asks its ranks for a checkpoint at their next step
+// boundary, so that `flatline confirm` branches from one near the finding instead of re-training the run
+// from its start. The request is this signal to every rank (SIGUSR1: the signal Slurm's --signal and
+// Lightning's auto-requeue send to make a job checkpoint), counted by a thread of the rank
+// (core/checkpoint_request.h). Ranks see it at different steps, so they agree on it through the
+// consistency all-reduce every step already makes (a max: one rank's request is every rank's, as
+// Megatron-LM's DistributedSignalHandler all-gathers its signal each iteration), and all write the same
+// step. The checkpoint is checkpoints/<kLiveCheckpointPrefix><8 digits>/, never resumed from (a restart
+// resumes from the scenario's own checkpoints, so the run stays the run it would have been). At most
+// kMaxLiveCheckpoints a run are asked for, and a rank writes no more than that: the extra disk is that
+// many checkpoints.
+constexpr int kCheckpointRequestSignal = SIGUSR1;
+constexpr int kMaxLiveCheckpoints = 3;
+constexpr const char* kLiveCheckpointPrefix = "live-step-";
+
 // ---- joining ---------------------------------------------------------------------------------------
 // How long a rank waits for every rank to reach the store (TCPStore's timeout) when the collective
 // timeout is shorter: starting a process and connecting on a loaded machine can take seconds, and a

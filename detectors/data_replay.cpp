@@ -31,6 +31,8 @@
 //   reshuffles, so its batches hash differently. (An unshuffled loader that starts a new epoch
 //   does repeat its data, and this detector says so.)
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
+#include "detectors/data_replay.h"
+
 #include <vector>
 
 #include "detectors/hash_history.h"
@@ -42,8 +44,7 @@ namespace flatline {
 namespace {
 using namespace detail;
 
-constexpr size_t kWindow = 3;   // consecutive hashed records considered
-constexpr int kRepeats = 2;     // repeats within the window that fire
+using namespace data_replay;  // its thresholds (detectors/data_replay.h)
 // Batches remembered per rank: 1M over all ranks (16 MB of 8-byte slots at half load: the tables
 // of 1024 ranks stay in a 32 MB L3, which decides the suite's speed at fleet scale), at least 1024
 // per rank: 1024 steps of history at 1024 ranks, 16384 at 64. A replay of batches older than that

@@ -2,16 +2,16 @@
 // in its own file and registers itself; make_detector() looks it up by cause id.
 #include "detectors/detector.h"
 
-#include <map>
 #include <stdexcept>
 
+#include "core/registry.h"
 #include "detectors/registry.h"
 
 namespace flatline {
 namespace {
 
-std::map<std::string, DetectorFactory>& registry() {
-  static std::map<std::string, DetectorFactory> r;
+Registry<DetectorFactory>& registry() {
+  static Registry<DetectorFactory> r("detector");
   return r;
 }
 
@@ -27,23 +27,16 @@ const char* to_string(CheckState s) {
   return "?";
 }
 
-void register_detector(const std::string& cause, DetectorFactory f) { registry()[cause] = std::move(f); }
+void register_detector(const std::string& cause, DetectorFactory f) { registry().add(cause, std::move(f)); }
 
-std::vector<std::string> registered_detectors() {
-  std::vector<std::string> out;
-  for (const auto& [k, _] : registry()) out.push_back(k);
-  return out;
-}
+std::vector<std::string> registered_detectors() { return registry().names(); }
 
 // An unknown cause is a programming error (the checklist is fixed), not odd data: fail fast.
 std::unique_ptr<Detector> make_detector(const std::string& cause, const DetectorConfig& cfg) {
-  auto it = registry().find(cause);
-  if (it == registry().end()) {
-    std::string known;
-    for (const auto& [k, _] : registry()) known += (known.empty() ? "" : ", ") + k;
-    throw std::invalid_argument("no detector for cause '" + cause + "' (registered: " + known + ")");
-  }
-  return it->second(cfg);
+  const DetectorFactory* make = registry().find(cause);
+  if (!make) throw std::invalid_argument("no detector for cause '" + cause + "' (registered: " +
+                                         join_ids(registry().names(), ", ") + ")");
+  return (*make)(cfg);
 }
 
 }  // namespace flatline

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 #include "telemetry/record.h"
 
 namespace flatline {

@@ -6,8 +6,8 @@
 // Warm-up: a warmup starting at lr 0 is fine: while no lr > 0 has been seen, only a streak of 3
 //   applied steps at lr <= 1e-12 fires (a healthy linear warmup is at 0 on its first step only).
 // Thresholds:
-//   lr < 1e-3 * peak on 2 consecutive distinct applied steps after the peak was reached. The brief
-//     said <=; strict < so that a cosine tail ending exactly at min_lr = 0.1% of peak stays healthy.
+//   lr < 1e-3 * peak on 2 consecutive distinct applied steps after the peak was reached. Strict <, not
+//     <=, so that a cosine tail ending exactly at min_lr = 0.1% of peak stays healthy.
 //   lr <= 1e-12 on 3 consecutive applied steps while the peak is still 0 (warmup stuck at lr 0).
 //   fallback without lr: update_norm / param_norm < 1e-9 on 3 consecutive applied steps while
 //     grad_norm > 0 (gradients exist but the parameters do not move).
@@ -20,6 +20,8 @@
 //   (DetectorConfig::log_complete), low lr only in the log's own last max(3, 3%) steps is the same; fp16 skipped steps (not counted: no update was applied);
 //   restarts re-emitting steps (the same step twice is not two steps of a streak).
 // Cross-rank: candidates per rank, committed by RankGate on the ordinal of step records.
+#include "detectors/lr_zero.h"
+
 #include <map>
 
 #include "detectors/rank_gate.h"
@@ -30,14 +32,7 @@ namespace flatline {
 namespace {
 using namespace detail;
 
-constexpr double kLowFrac = 1e-3;       // lr below this fraction of the peak is "zero"
-constexpr int kLowSteps = 2;            // consecutive distinct low steps after the peak
-constexpr double kZeroLr = 1e-12;       // "exactly zero" for a warmup that never left 0
-constexpr int kStuckWarmupSteps = 3;    // consecutive applied steps at 0 with no peak yet
-constexpr double kStillRatio = 1e-9;    // update_norm / param_norm of a frozen model
-constexpr int kStillSteps = 3;
-constexpr double kPlannedTail = 0.03;   // the last 3% of a planned run ...
-constexpr int64_t kMinPlannedTail = 3;  // ... and at least 3 steps: a schedule ending on schedule
+using namespace lr_zero;  // its thresholds (detectors/lr_zero.h)
 
 struct Streak {
   int n = 0;

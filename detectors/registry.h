@@ -1,6 +1,7 @@
 // Detector registry: each detector file registers a factory under its cause id with
-// FLATLINE_REGISTER_DETECTOR, so make_detector(cause, cfg) (detector.h) finds it by name.
-// flatline_core is a shared library, so the static registrars in each detector file are always kept.
+// FLATLINE_REGISTER_DETECTOR, so make_detector(cause, cfg) (detector.h) finds it by name; a cause
+// registered twice is a broken invariant (core/registry.h). flatline_core is a shared library, so the
+// static registrars in each detector file are always kept.
 #pragma once
 #include <functional>
 #include <memory>

@@ -19,9 +19,9 @@
 //     heartbeat period of slack (the heartbeat that notices may arrive that late) with no step, and
 //     never less than 2 s (kMinStallS: a healthy fast rank on a shared host stalls for fractions of one).
 //     onset = detected_step = the stalled step (last completed + 1; the `step` the harness's
-//     watchdog writes on the heartbeat). The brief said detected_step = last completed step, but
-//     the scorer counts a detection before the fault's active_from (= the stalled step) as a false
-//     alarm, and docs/DESIGN.md §6 defines detected_step as the step of the record that fired.
+//     watchdog writes on the heartbeat), not the last completed step: the scorer counts a detection
+//     before the fault's active_from (= the stalled step) as a false alarm, and docs/DESIGN.md §6
+//     defines detected_step as the step of the record that fired.
 //   stale logging: 3 consecutive step records of one rank with the same `step` while t (and
 //     opt_step, where logged) advance. onset = stuck step + 1; detected_step = the estimated true
 //     step of the 3rd record (stuck step + 2): the logged value is frozen, so reporting it would
@@ -51,6 +51,8 @@
 //   now - kVisibleLatencyS (a record is on disk within milliseconds of its t, and the launcher reads
 //   it within one poll), so a silent rank does not hold a candidate back forever; the evidence names
 //   the ranks silent at the detection. Per-rank bookkeeping: rank_clock.h.
+#include "detectors/run_not_alive.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -66,19 +68,7 @@ namespace flatline {
 namespace {
 using namespace detail;
 
-constexpr double kFallbackBound = 10.0;  // s: the least deadline before the median is known
-constexpr size_t kMinIntervals = 4;      // 5 step records
-constexpr double kSlackSteps = 3.0;      // typical steps of slack
-// s: the shortest stall called a hang, whatever the step time. A healthy rank of a fast model on a shared
-// host stalls for a fraction of a second now and then (the OS scheduler, a page-in, other jobs on the
-// cores: healthy 30 ms steps were called hung after 0.6 s at load 8 on 2 cores); a hang lasts from seconds
-// (a collective timeout) to minutes.
-constexpr double kMinStallS = 2.0;
-constexpr int kStaleRepeats = 3;         // same logged step this many records in a row
-constexpr double kSilentBeats = 10;      // heartbeat intervals without any record: a silent rank
-constexpr double kMinSilenceS = 2.0;     // s: and at least this (a loaded machine deschedules for ~1 s)
-constexpr double kVisibleLatencyS = 1.0; // s: a record with t is visible to a live reader by t + this
-constexpr double kSilentNamedBeats = 2;  // evidence: a rank silent this many intervals at the detection
+using namespace run_not_alive;  // its thresholds (detectors/run_not_alive.h)
 
 bool mentions_hang(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -20,6 +20,8 @@
 //   together (a checkpoint step: the median moves with them); a rank with a short step because it
 //   skipped its backward (faster, not slower); missing comm_ms (cannot tell waiting from working:
 //   cannot run).
+#include "detectors/straggler.h"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -32,9 +34,7 @@ namespace flatline {
 namespace {
 using namespace detail;
 
-constexpr double kSlowFrac = 0.15;   // compute above (1 + k) x the others' median
-constexpr double kAbsorbed = 0.5;    // the others' extra comm covers this fraction of the gap
-constexpr int kSlowSteps = 10;       // consecutive judged steps (3 fired on scheduler jitter: 3 ranks on 2 cores)
+using namespace straggler;  // its thresholds (detectors/straggler.h)
 constexpr size_t kMaxPending = 4096; // steps waiting for a missing rank, at most
 
 class Straggler final : public BlockDetector<Straggler> {
@@ -128,7 +128,7 @@ class Straggler final : public BlockDetector<Straggler> {
       }
     if (scratch_.size() < 2) return;
     ++judged_;
-    const double med = median_of(scratch_), med_comm = median_of(comm_scratch_);
+    const double med = median_in_place(scratch_), med_comm = median_in_place(comm_scratch_);
     if (!(med > 0)) return;
     const double gap = p.compute[slow] - med;
     worst_ = std::max(worst_, gap / med);
@@ -155,14 +155,6 @@ class Straggler final : public BlockDetector<Straggler> {
     f.evidence.push_back(fmt::format("the others wait for it in the all-reduce: median comm_ms {:.0f} vs {:.0f} on rank {}",
                                      med_comm, p.comm[slow], slow));
     finding_ = std::move(f);
-  }
-
-  static double median_of(std::vector<double>& v) {  // reorders v
-    auto mid = v.begin() + static_cast<long>(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    double m = *mid;
-    if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), mid)) / 2;
-    return m;
   }
 
   int cfg_world_, world_ = 0;

@@ -164,7 +164,7 @@ Triage::Triage(DetectorConfig cfg) : impl_(std::make_unique<Impl>()) {
     const Cause* c = find_cause(id);
     FLATLINE_CHECK(c && c->kind != CauseKind::verdict,
                    "detector '{}' is registered but has no checklist or fleet row in the cause table "
-                   "(detectors/causes.cpp)", id);
+                   "(run/causes.cpp)", id);
   }
   impl_->reported.assign(impl_->detectors.size(), false);
 }

@@ -7,7 +7,7 @@
 // the checklist's and name the diagnosis only when no checklist cause fired and the plateau is not
 // unexplained.
 //
-// unexplained_plateau (issue 15): no checklist cause fired, and either
+// unexplained_plateau (docs/DESIGN.md §2): no checklist cause fired, and either
 //   (1) the loss never descended (PlateauStatus::never_descended: flat from its first values), or
 //   (2) the parameters do not move while lr and the gradients are not zero: update_norm == 0 (or
 //       < 1e-9 x param_norm) on 3 consecutive applied steps with lr > 0 and grad_norm > 0: the
@@ -27,22 +27,9 @@
 #include <vector>
 
 #include "detectors/detector.h"
+#include "detectors/plateau.h"
 
 namespace flatline {
-
-struct PlateauStatus {
-  bool known = false;        // enough loss values to judge
-  bool flat = false;         // loss no longer descending beyond its noise
-  int64_t flat_since = -1;   // step where the flat stretch began
-  bool never_descended = false;  // flat, and no lower than where it started (plateau.h)
-  double level = 0;          // mean of the newer half of the last window
-  double level_se = 0;       // its standard error
-  int64_t first_step = -1, judged_step = -1;  // the first loss value's step; the step of the W-th
-  int values = 0;            // loss values judged: the window, or all there are in a sparse log
-  bool sparse = false;       // fewer values than a full window (plateau.h): a less certain judgement
-  double noise = 0;          // the spread of the judged values around their line
-  std::string detail;        // e.g. "loss 2.31 -> 2.30 over steps 300..400, noise 0.04: flat"
-};
 
 struct Diagnosis {
   std::string cause = "healthy";

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "core/stats.h"
+
 namespace flatline::detail {
 
 inline bool finite(const std::optional<double>& v) { return v && std::isfinite(*v); }
@@ -53,15 +55,9 @@ class Ring {
     return min_;
   }
   double max() const { return v_.empty() ? std::nan("") : *std::max_element(v_.begin(), v_.end()); }
-  double median() const {
-    if (v_.empty()) return std::nan("");
+  double median() const {  // core/stats.h
     scratch_.assign(v_.begin(), v_.end());
-    auto& s = scratch_;
-    auto mid = s.begin() + static_cast<long>(s.size() / 2);
-    std::nth_element(s.begin(), mid, s.end());
-    double m = *mid;
-    if (s.size() % 2 == 0) m = (m + *std::max_element(s.begin(), mid)) / 2;
-    return m;
+    return median_in_place(scratch_);
   }
 
  private:
@@ -119,13 +115,6 @@ class PerRank {
   std::vector<char> has_;
   size_t n_ = 0;
 };
-
-inline double median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 inline std::string sci(double v) { return v == 0 ? std::string("0") : fmt::format("{:.1e}", v); }
 inline std::string num(double v) { return fmt::format("{:.3g}", v); }

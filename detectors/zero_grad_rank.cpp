@@ -18,6 +18,8 @@
 //   (not applicable); inf/NaN norms of an fp16 overflow step (not judged).
 // World size: cfg.world_size when > 0; else max rank seen + 1, and a step is judged only once at
 //   least 2 ranks reported it (pass world_size when whole rank files may arrive one after another).
+#include "detectors/zero_grad_rank.h"
+
 #include <map>
 #include <vector>
 
@@ -28,8 +30,7 @@ namespace flatline {
 namespace {
 using namespace detail;
 
-constexpr double kZeroFrac = 1e-12;   // "zero" relative to the largest other rank
-constexpr int kZeroSteps = 2;         // consecutive judged steps
+using namespace zero_grad_rank;  // its thresholds (detectors/zero_grad_rank.h)
 constexpr size_t kMaxPending = 50000; // steps waiting for a missing rank, at most
 
 class ZeroGradRank final : public BlockDetector<ZeroGradRank> {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 
 namespace flatline {
 
@@ -84,7 +84,7 @@ std::vector<FaultTruth> RunPlan::truths() const {
 OnsetClock::OnsetClock(std::vector<FaultTruth> truths) : truths_(std::move(truths)), state_(truths_.size()) {}
 
 void OnsetClock::observe(const Record& r) {
-  const bool resume = r.kind == RecordKind::event && r.name == "resume";
+  const bool resume = r.kind == RecordKind::event && r.name == event::resume;
   if (r.kind != RecordKind::step && !resume) return;
   for (size_t i = 0; i < truths_.size(); ++i) {
     const FaultTruth& f = truths_[i];

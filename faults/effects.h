@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "faults/fault.h"
-#include "sim/loss_scaler.h"
-#include "sim/schedule.h"
+#include "run/loss_scaler.h"
+#include "run/schedule.h"
 #include "telemetry/record.h"
 
 namespace flatline {
 
-class Intervention;  // a confirmation's repair (confirm/intervention.h)
+class Intervention;  // a confirmation's repair (faults/intervention.h)
 
 // What a checkpoint restores besides the model, the optimizer and the sampler.
 struct TrainCounters {
@@ -47,7 +47,7 @@ struct UpdateDecision {
 class RunPlan {
  public:
   // Builds the scenario's faults (ScenarioError for one it cannot host) and applies their plan().
-  // `repair`: the intervention of a confirmation's repaired replay (confirm/intervention.h, docs/DESIGN.md
+  // `repair`: the intervention of a confirmation's repaired replay (faults/intervention.h, docs/DESIGN.md
   // §14), acting after the faults at every hook and at the start from a checkpoint; none otherwise.
   explicit RunPlan(const Scenario& s, std::shared_ptr<const Intervention> repair = nullptr);
 

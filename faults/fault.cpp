@@ -2,16 +2,16 @@
 
 #include <fmt/format.h>
 
-#include <map>
-
 #include "core/check.h"
-#include "detectors/causes.h"
+#include "core/registry.h"
+#include "faults/scenario_file.h"
+#include "run/causes.h"
 
 namespace flatline {
 namespace {
 
-std::map<std::string, FaultKindDef>& registry() {
-  static std::map<std::string, FaultKindDef> r;
+Registry<FaultKindDef>& registry() {
+  static Registry<FaultKindDef> r("fault kind");
   return r;
 }
 
@@ -40,23 +40,15 @@ const ModeDef* FaultKindDef::mode(const std::string& m) const {
 void register_fault_kind(FaultKindDef def) {
   const std::string kind = def.kind;
   if (def.cause.empty()) def.cause = kind;
-  FLATLINE_CHECK(!registry().count(kind), "fault kind '{}' registered twice", kind);
   const Cause* c = find_cause(def.cause);
   FLATLINE_CHECK(c && c->kind != CauseKind::verdict, "fault kind '{}' injects '{}', which is not a cause of the "
-                 "cause table (detectors/causes.cpp)", kind, def.cause);
-  registry().emplace(kind, std::move(def));
+                 "cause table (run/causes.cpp)", kind, def.cause);
+  registry().add(kind, std::move(def));
 }
 
-const FaultKindDef* find_fault_kind(const std::string& kind) {
-  auto it = registry().find(kind);
-  return it == registry().end() ? nullptr : &it->second;
-}
+const FaultKindDef* find_fault_kind(const std::string& kind) { return registry().find(kind); }
 
-std::vector<std::string> fault_kind_names() {
-  std::vector<std::string> out;
-  for (const auto& [k, _] : registry()) out.push_back(k);
-  return out;
-}
+std::vector<std::string> fault_kind_names() { return registry().names(); }
 
 namespace {
 const ParamDef& declared(const FaultSpec& f, const char* name, ParamType type) {
@@ -137,18 +129,7 @@ Manifest scenario_manifest(const Scenario& s, const std::string& versions) {
   m.expect_cause = s.expect.cause;
   m.expect_rank = s.expect.rank;
   m.expect_within_steps = s.expect.within_steps;
-  for (const auto& f : make_faults(s)) {
-    FaultTruth t = f->truth();
-    ManifestFault mf;
-    mf.kind = t.kind;
-    mf.cause = t.cause;
-    mf.mode = t.mode;
-    mf.rank = t.rank;
-    mf.active_from = t.active_from;
-    mf.onset_step = t.onset_step;
-    mf.ends_run = t.ends_run;
-    m.faults.push_back(mf);
-  }
+  for (const auto& f : make_faults(s)) m.faults.push_back(f->truth());
   return m;
 }
 

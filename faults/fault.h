@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "faults/scenario.h"
-#include "sim/schedule.h"
+#include "run/scenario.h"
+#include "run/schedule.h"
 #include "telemetry/manifest.h"
 
 namespace flatline {
@@ -41,7 +41,7 @@ struct StepActions {
   int64_t batch_index = -1;    // >= 0: fetch this sampler batch index instead of the next one
   bool scheduler_frozen = false;  // the LR scheduler does not step after this update
   double slowdown = 0;         // this rank's forward + backward take (1 + slowdown) x as long (a straggler)
-  // Set only by a confirmation's repair (confirm/intervention.h), after the faults; never by a fault.
+  // Set only by a confirmation's repair (faults/intervention.h), after the faults; never by a fault.
   double lr_hold = 0, lr_hold_below = 0;  // an update whose scheduled lr is below lr_hold_below trains with
                                           // lr_hold instead (lr_zero's repair)
   double min_loss_scale = 0;   // the dynamic loss scale never backs off below this (loss_scale_collapse's)
@@ -58,19 +58,6 @@ struct TrainPlan {
   LrSchedule schedule;
 };
 
-// Ground truth for the manifest: two steps per fault (docs/DESIGN.md §6).
-struct FaultTruth {
-  std::string kind, mode;
-  std::string cause;           // the cause it injects (a row of detectors/causes.h): the scorer's truth
-  int rank = -1;               // target rank, -1 = all
-  int64_t active_from = -1;    // first step at which the run differs from its healthy twin
-  int64_t onset_step = -1;     // step at which the cause is fully in place
-  bool at_resume = false;      // acts only in the resumed processes (its steps are the re-run ones)
-  bool ends_run = false;       // ends the run with an error on every rank by design (a hang)
-  bool onset_at_start = false; // the onset step never completes as normal (a hang): its onset in run time is
-                               // when that step began on the target rank, not when (if ever) it was logged
-};
-
 class Fault {
  public:
   Fault(FaultSpec spec, const Scenario& scenario);
@@ -84,7 +71,8 @@ class Fault {
   virtual void plan(TrainPlan&) const {}
   virtual void apply(Hook, StepActions&) const {}
   virtual void resume(ResumeActions&, int64_t /*resume_step*/) const {}
-  // Default: both steps are the first active step.
+  // Its ground truth (telemetry/manifest.h) but onset_t (timed as the run goes: OnsetClock). Default:
+  // both steps are the first active step.
   virtual FaultTruth truth() const;
 
  protected:
@@ -101,10 +89,10 @@ class Fault {
 };
 
 // ---- the fault registry: each kind declares its modes and their typed parameters ------------------
-// The scenario loader builds its tables and error messages from it (faults/scenario.cpp): an unknown
+// The scenario loader builds its tables and error messages from it (faults/scenario_file.cpp): an unknown
 // kind, mode or parameter, a non-integer where an integer is meant and a value below a parameter's
 // minimum are ScenarioErrors with file:line:column. Each kind names the cause it injects (a row of
-// detectors/causes.h; by default its own name): the manifest records it as the scorer's truth, so a
+// run/causes.h; by default its own name): the manifest records it as the scorer's truth, so a
 // second way to make a run not alive is a new kind whose cause is run_not_alive.
 enum class ParamType { integer, number };
 

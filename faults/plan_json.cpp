@@ -71,6 +71,17 @@ std::string plan_json(const Scenario& s) {
     factors.push_back({step, a == 0 || b == 0 ? 0.0 : a / b});
   }
   out["lr_factor"] = std::move(factors);
+  out["checkpoint_every"] = s.checkpoint_every;
+  out["restart_at"] = s.restart_at;
+  if (s.restart_at > 0) {
+    RunPlan resumed(s);  // its own: resume() changes what it plans after the restart
+    TrainCounters restored = resumed.start();
+    restored.step = resume_checkpoint_step(s);
+    const ResumeActions ra = resumed.resume(restored);
+    out["resume"] = {{"from_step", restored.step},
+                     {"restore_sampler", ra.restore_sampler},
+                     {"finish_scheduler", ra.finish_scheduler}};
+  }
   return out.dump() + "\n";
 }
 

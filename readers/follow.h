@@ -1,4 +1,4 @@
-// Follower: a live job's logs as they grow, for `flatline diagnose --follow` (issue 15). Each poll()
+// Follower: a live job's logs as they grow, for `flatline diagnose --follow` (docs/DESIGN.md §10). Each poll()
 // returns the records written since the previous one, in file order per file (files interleave: the
 // detectors do not depend on how they do, detectors/detector.h).
 //  - A file of a line-oriented format (flatline JSONL, Megatron, DeepSpeed, console: ReaderDef::lines)

@@ -2,6 +2,9 @@
 #include "readers/reader.h"
 
 #include "core/input_file.h"
+#include "core/registry.h"
+
+#include <sys/mman.h>
 
 #include <fmt/format.h>
 
@@ -11,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -28,8 +30,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::deque<ReaderDef>& storage() {
-  static std::deque<ReaderDef> r;  // a deque: pointers to its elements stay valid as it grows
+Registry<ReaderDef>& storage() {
+  static Registry<ReaderDef> r("reader");  // pointers to its entries stay valid as it grows
   return r;
 }
 
@@ -54,12 +56,7 @@ std::string without_path(const std::string& what, const std::string& path) {
 }  // namespace
 
 bool register_reader(const ReaderDef& def) {
-  for (const auto& r : storage())
-    if (r.name == def.name) {
-      std::fprintf(stderr, "flatline: reader '%s' registered twice\n", def.name.c_str());
-      std::abort();
-    }
-  storage().push_back(def);
+  storage().add(def.name, def);
   return true;
 }
 
@@ -68,7 +65,7 @@ const std::vector<const ReaderDef*>& all_readers() {
   static std::vector<const ReaderDef*> sorted;
   if (sorted.size() != storage().size()) {
     sorted.clear();
-    for (const auto& r : storage()) sorted.push_back(&r);
+    for (const auto& [name, r] : storage()) sorted.push_back(&r);
     std::sort(sorted.begin(), sorted.end(), [](const ReaderDef* a, const ReaderDef* b) {
       return a->priority != b->priority ? a->priority < b->priority : a->name < b->name;
     });
@@ -286,6 +283,7 @@ std::vector<Record> merge_by_time(std::vector<std::vector<Record>> files) {
     }
     total += files[f].size();
   }
+  if (sorted && files.size() == 1) return std::move(files[0]);  // (already in order: nothing to move)
   std::vector<Record> out;
   out.reserve(total);
   if (sorted) {
@@ -324,6 +322,165 @@ std::vector<Record> merge_by_time(std::vector<std::vector<Record>> files) {
 
 namespace {
 
+constexpr size_t kStreamBudget = size_t{128} << 20;  // bytes of chunks over all files
+constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 128 << 10;  // reused buffers: touched once; a chunk and
+                                                                // its ~330 records stay in a core's cache
+
+// A rank file's rank, from its name (rank-<r>.jsonl).
+std::optional<int64_t> named_rank(const std::string& path) {
+  const std::string n = fs::path(path).stem().string();
+  return n.rfind("rank-", 0) == 0 ? readers::parse_integer(n.substr(5)) : std::nullopt;
+}
+
+std::string other_rank_warning(const std::string& file, int64_t count, int rank, int64_t named) {
+  return fmt::format("{}: {} record(s) of rank {} in the file of rank {} (kept with the rank they name)", file, count,
+                     rank, named);
+}
+
+// Memory about to be written once, in full (a run's records: ~90 MB for 8 ranks x 20,000 steps), faulted
+// in 2 MiB at a time where the kernel offers transparent huge pages (madvise mode) rather than 4 KiB
+// at a time: 4 KiB faults were a third of the time of reading a run whole. Advice only: nothing
+// changes where it is not taken.
+void huge_pages(void* p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+// Puts records[i] in merge_by_time's order when their files' t went back somewhere: by (key, file,
+// position), the key being the last finite t of the record's file so far (`from`: each record's file;
+// records keep their file's order). The k-way merge leaves them sorted but for the records near where
+// a t went back (a heartbeat stamped just before the step logged before it): an insertion sort of
+// their positions, bounded (a file read backwards is sorted outright instead), then each displaced
+// record moved once, along its cycle.
+void reorder(std::vector<Record>& records, const std::vector<uint32_t>& from, size_t n_files) {
+  const size_t n = records.size();
+  std::vector<double> key(n);
+  std::vector<double> last(n_files, -std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(records[i].t)) last[from[i]] = records[i].t;
+    key[i] = last[from[i]];
+  }
+  auto less = [&](size_t a, size_t b) {
+    return key[a] != key[b] ? key[a] < key[b] : from[a] != from[b] ? from[a] < from[b] : a < b;
+  };
+  std::vector<size_t> at(n);  // at[p]: the position whose record goes to p
+  for (size_t i = 0; i < n; ++i) at[i] = i;
+  size_t shifts = 0;
+  for (size_t i = 1; i < n && shifts <= n; ++i)
+    for (size_t j = i; j > 0 && less(at[j], at[j - 1]) && shifts <= n; --j, ++shifts) std::swap(at[j], at[j - 1]);
+  if (shifts > n) std::sort(at.begin(), at.end(), less);
+  for (size_t s = 0; s < n; ++s) {
+    if (at[s] == s) continue;
+    Record held = std::move(records[s]);
+    size_t p = s;
+    for (;;) {
+      const size_t q = at[p];
+      at[p] = p;
+      if (q == s) {
+        records[p] = std::move(held);
+        break;
+      }
+      records[p] = std::move(records[q]);
+      p = q;
+    }
+  }
+}
+
+// flatline rank files read as read_log reads them file by file and merge_by_time merges them, without
+// holding each file's records first: every file streamed a chunk at a time (JsonlReader), its records
+// moved once, into the result, by the same k-way merge (reorder() where a t went back). Before, a run's
+// records were written twice and moved once more: the read of a whole run ran at half the streamed
+// speed. Files without a record are refused as read_log refuses them. Returns false when a file cannot
+// be read through (an error: read one by one, the first file to fail names it); the caller then reads
+// them one by one.
+struct MergedRanks {
+  std::vector<std::string> files;  // those with records
+  std::vector<Record> records;
+  Warnings warnings;               // each file's, in file order
+  Warnings refused;                // "<file>: no usable records as flatline"
+  Warnings other_ranks;            // records of another rank in a rank's file
+  int world_size = 0;
+};
+bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try {
+  struct Cursor {
+    std::unique_ptr<JsonlReader> in;
+    std::vector<Record> batch;
+    size_t i = 0;
+    double key = -std::numeric_limits<double>::infinity();  // merge_by_time's: the last t so far
+    Warnings warnings;
+    int64_t records = 0, other = 0;
+    int other_rank = -1;
+  };
+  std::vector<Cursor> cs(paths.size());
+  bool sorted = true;
+  auto advance = [&sorted](Cursor& c) {  // to the file's next record; false at its end
+    while (c.i >= c.batch.size()) {
+      c.i = 0;
+      if (!c.in->next(c.batch, &c.warnings)) return false;
+    }
+    const double t = c.batch[c.i].t;
+    if (std::isfinite(t)) sorted &= c.key <= t, c.key = t;
+    return true;
+  };
+  const size_t chunk = std::clamp(kStreamBudget / paths.size(), kMinChunk, kMaxChunk);
+  double expect = 16;
+  std::vector<size_t> heap;
+  for (size_t f = 0; f < paths.size(); ++f) {
+    std::error_code ec;
+    const auto size = fs::file_size(paths[f], ec);  // a small file needs no chunk bigger than itself
+    cs[f].in = std::make_unique<JsonlReader>(paths[f], ec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(size) + 1));
+    if (!advance(cs[f])) continue;
+    heap.push_back(f);
+    // The result is sized once, from each file's first chunk (records per byte): a larger vector only
+    // reserves address space.
+    if (!ec && cs[f].in->offset() > 0)
+      expect += static_cast<double>(cs[f].batch.size()) * static_cast<double>(size) / static_cast<double>(cs[f].in->offset()) * 1.05;
+  }
+  m.records.reserve(static_cast<size_t>(expect));
+  huge_pages(m.records.data(), m.records.capacity() * sizeof(Record));
+  std::vector<uint32_t> from;  // each record's file, for reorder()
+  from.reserve(static_cast<size_t>(expect));
+  auto later = [&cs](size_t a, size_t b) { return cs[a].key != cs[b].key ? cs[a].key > cs[b].key : a > b; };
+  std::make_heap(heap.begin(), heap.end(), later);
+  int max_rank = -1;
+  std::vector<std::optional<int64_t>> named(paths.size());
+  for (size_t f = 0; f < paths.size(); ++f) named[f] = named_rank(paths[f]);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const size_t f = heap.back();
+    Cursor& c = cs[f];
+    Record& r = c.batch[c.i++];
+    ++c.records;
+    if (named[f] && r.rank != *named[f]) ++c.other, c.other_rank = r.rank;
+    max_rank = std::max(max_rank, r.rank);
+    m.records.push_back(std::move(r));
+    from.push_back(static_cast<uint32_t>(f));
+    if (advance(c)) std::push_heap(heap.begin(), heap.end(), later);
+    else heap.pop_back();
+  }
+  if (!sorted) reorder(m.records, from, paths.size());
+  for (size_t f = 0; f < paths.size(); ++f) {
+    Cursor& c = cs[f];
+    m.warnings.insert(m.warnings.end(), c.warnings.begin(), c.warnings.end());
+    if (c.records == 0) {
+      m.refused.push_back(paths[f] + ": no usable records as flatline");
+      continue;
+    }
+    m.files.push_back(paths[f]);
+    if (c.other) m.other_ranks.push_back(other_rank_warning(paths[f], c.other, c.other_rank, *named[f]));
+  }
+  m.world_size = std::max<int>(static_cast<int>(m.files.size()), max_rank + 1);
+  return true;
+} catch (const std::exception&) {
+  return false;
+}
+
 // The records of several files as one stream. Files whose records name their rank (flatline) are
 // checked against their file name; files of a format without ranks take the rank their path names.
 void assemble(LogData& d, std::vector<std::vector<Record>>& per_file) {
@@ -332,15 +489,13 @@ void assemble(LogData& d, std::vector<std::vector<Record>>& per_file) {
   std::set<int> ranks;
   for (size_t i = 0; i < per_file.size(); ++i) {
     if (r.records_name_rank) {
-      const std::string n = fs::path(d.files[i]).stem().string();
-      auto named = n.rfind("rank-", 0) == 0 ? readers::parse_integer(n.substr(5)) : std::nullopt;
-      int64_t other = 0, other_rank = -1;
+      const auto named = named_rank(d.files[i]);
+      int64_t other = 0;
+      int other_rank = -1;
       for (const auto& rec : per_file[i]) {
         if (named && rec.rank != *named) ++other, other_rank = rec.rank;
       }
-      if (other)
-        d.warnings.push_back(fmt::format("{}: {} record(s) of rank {} in the file of rank {} (kept with the rank they name)",
-                                         d.files[i], other, other_rank, *named));
+      if (other) d.warnings.push_back(other_rank_warning(d.files[i], other, other_rank, *named));
     } else if (const int pr = rank_from_path(d.files[i]); pr >= 0 && per_file.size() > 1) {
       for (auto& rec : per_file[i]) rec.rank = pr;
     }
@@ -376,8 +531,38 @@ LogData read_log(const std::string& path, const std::string& format) {
   std::string last_error;
   size_t tried = 0;
   Warnings refused;  // files no reader could read, in this layout or an earlier one
+  // The warnings every read layout ends with: the files refused so far first, then the other layouts.
+  auto warn_around = [&](LogData& d, const Layout& l) {
+    d.warnings.insert(d.warnings.begin(), refused.begin(), refused.end());
+    // A directory holding logs of more than one format: one is read, and the others are named, not
+    // passed over in silence.
+    for (const Layout& other : ls)
+      if (&other != &l && other.reader && other.reader->name != d.format)
+        d.warnings.push_back(fmt::format("{}: also holds {} log(s) ({}{}): not read; --format {} reads them instead", path,
+                                         other.reader->name, fs::path(other.files.front()).filename().string(),
+                                         other.files.size() > 1 ? fmt::format(" and {} more", other.files.size() - 1) : "",
+                                         other.reader->name));
+  };
   for (const Layout& l : ls) {
     LogData d;
+    // flatline rank files: merged as they are read (merge_rank_files), unless that would read them
+    // otherwise than one by one.
+    MergedRanks m;
+    if (l.files.size() > 1 && (format == "flatline" || (format == "auto" && l.reader && l.reader->name == "flatline")) &&
+        merge_rank_files(l.files, m)) {
+      tried += l.files.size();
+      refused.insert(refused.end(), m.refused.begin(), m.refused.end());
+      if (!m.refused.empty()) last_error = m.refused.back();
+      if (m.files.empty()) continue;
+      d.format = "flatline";
+      d.files = std::move(m.files);
+      d.records = std::move(m.records);
+      d.warnings = std::move(m.warnings);
+      d.world_size = m.world_size;
+      warn_around(d, l);
+      d.warnings.insert(d.warnings.end(), m.other_ranks.begin(), m.other_ranks.end());
+      return d;
+    }
     std::vector<std::vector<Record>> per_file;
     for (const auto& f : l.files) {
       ++tried;
@@ -408,15 +593,7 @@ LogData read_log(const std::string& path, const std::string& format) {
       }
     }
     if (per_file.empty()) continue;
-    d.warnings.insert(d.warnings.begin(), refused.begin(), refused.end());
-    // A directory holding logs of more than one format: one is read, and the others are named, not
-    // passed over in silence.
-    for (const Layout& other : ls)
-      if (&other != &l && other.reader && other.reader->name != d.format)
-        d.warnings.push_back(fmt::format("{}: also holds {} log(s) ({}{}): not read; --format {} reads them instead", path,
-                                         other.reader->name, fs::path(other.files.front()).filename().string(),
-                                         other.files.size() > 1 ? fmt::format(" and {} more", other.files.size() - 1) : "",
-                                         other.reader->name));
+    warn_around(d, l);
     assemble(d, per_file);
     return d;
   }
@@ -425,11 +602,6 @@ LogData read_log(const std::string& path, const std::string& format) {
 }
 
 // --- LogStream ---------------------------------------------------------------------------------------
-
-namespace {
-constexpr size_t kStreamBudget = size_t{128} << 20;  // bytes of chunks over all files
-constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 256 << 10;  // reused buffers: touched once
-}  // namespace
 
 struct LogStream::Impl {
   std::string format;
@@ -479,6 +651,19 @@ struct LogStream::Impl {
   bool later(size_t a, size_t b) const {
     const double ka = cursors[a].key, kb = cursors[b].key;
     return ka != kb ? ka > kb : a > b;
+  }
+  // The heap (std::make_heap's, by later()) restored after its top cursor moved on or was replaced by
+  // the last: one pass down, where a pop and a push took two.
+  void sift_top() {
+    const size_t n = heap.size(), top = heap[0];
+    size_t i = 0;
+    for (size_t c = 1; c < n; c = 2 * i + 1) {
+      if (c + 1 < n && later(heap[c], heap[c + 1])) ++c;  // the earlier child
+      if (!later(top, heap[c])) break;
+      heap[i] = heap[c];
+      i = c;
+    }
+    heap[i] = top;
   }
   void finish() {
     done = true;
@@ -567,20 +752,19 @@ bool LogStream::next(std::vector<Record>& out, size_t max) {
     m.handed += static_cast<int64_t>(n);
     return n > 0;
   }
-  auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
   while (out.size() < max && !m.heap.empty()) {
-    std::pop_heap(m.heap.begin(), m.heap.end(), later);
-    const size_t f = m.heap.back();
-    Impl::Cursor& c = m.cursors[f];
+    Impl::Cursor& c = m.cursors[m.heap.front()];
     Record& r = c.batch[c.i++];
     if (c.named && r.rank != *c.named) ++c.other, c.other_rank = r.rank;
     out.push_back(std::move(r));
     if (m.refill(c)) {
       m.key_of(c);
-      std::push_heap(m.heap.begin(), m.heap.end(), later);
     } else {
+      m.heap.front() = m.heap.back();
       m.heap.pop_back();
+      if (m.heap.empty()) break;
     }
+    m.sift_top();
   }
   m.handed += static_cast<int64_t>(out.size());
   if (m.heap.empty() && !m.done) m.finish();

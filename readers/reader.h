@@ -121,8 +121,10 @@ class LogStream {
   ~LogStream();
   LogStream(const LogStream&) = delete;
   LogStream& operator=(const LogStream&) = delete;
-  // Replaces `out` with up to `max` next records; false when there are none left.
-  bool next(std::vector<Record>& out, size_t max = 16384);
+  // Replaces `out` with up to `max` next records; false when there are none left. (2048 records, ~0.8 MB,
+  // stay in a core's cache from one call to the next: 16384 made each call's clear of the last batch
+  // wait on memory.)
+  bool next(std::vector<Record>& out, size_t max = 2048);
   const std::string& format() const;
   const std::vector<std::string>& files() const;
   int world_size() const;

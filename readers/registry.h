@@ -7,8 +7,8 @@
 
 namespace flatline {
 
-// Returns true (for the static initialiser). A second reader with the same name is a programming
-// error: it aborts with a message at start-up rather than silently shadowing the first.
+// Returns true (for the static initialiser). A second reader with the same name is a broken invariant
+// (core/registry.h): the program ends at start-up saying so, rather than one shadowing the other.
 bool register_reader(const ReaderDef& def);
 
 // The regular files of `dir` whose names match one of `globs` ('*' and '?'), sorted by name.

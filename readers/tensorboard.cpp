@@ -1,6 +1,6 @@
 // TensorBoard event files (events.out.tfevents.*), as written by torch.utils.tensorboard.SummaryWriter,
-// tensorboardX, TF and Megatron: TFRecord-framed (readers/tfrecord.h) serialized Event protos
-// (readers/tensorboard.proto, field numbers of tensorboard/compat/proto/event.proto). Scalars come as
+// tensorboardX, TF and Megatron: TFRecord-framed (telemetry/tfrecord.h) serialized Event protos
+// (telemetry/tensorboard.proto, field numbers of tensorboard/compat/proto/event.proto). Scalars come as
 // Summary.Value.simple_value (SummaryWriter.add_scalar) or as a rank-0 tensor (TF2 tf.summary.scalar:
 // float_val / double_val / int_val / int64_val / half_val or tensor_content). Tags are mapped by
 // readers/metric_names.h (train/loss, loss, lr, learning_rate, grad_norm, loss_scale, ...; Megatron's
@@ -19,9 +19,9 @@
 
 #include "readers/metric_names.h"
 #include "readers/registry.h"
-#include "readers/tensorboard.pb.h"
+#include "telemetry/tensorboard.pb.h"
 #include "readers/text_util.h"
-#include "readers/tfrecord.h"
+#include "telemetry/tfrecord.h"
 
 namespace flatline {
 namespace {
@@ -70,7 +70,7 @@ struct StepAcc {
 };
 
 std::vector<Record> parse(std::string_view data, const std::string& name, Warnings* w) {
-  auto recs = readers::split_tfrecords(data, name, w);
+  auto recs = split_tfrecords(data, name, w);
   if (recs.empty() && !data.empty()) throw ReadError(at_byte(name, 0) + ": no readable TFRecord (not an event file?)");
   std::map<int64_t, StepAcc> steps;
   std::set<std::pair<int64_t, int>> seen;
@@ -134,7 +134,7 @@ Sniff sniff(std::string_view head) {
   if (head.size() < 12) return Sniff::no;
   uint32_t stored = 0;
   for (int i = 3; i >= 0; --i) stored = (stored << 8) | static_cast<unsigned char>(head[8 + i]);
-  return readers::mask_crc(readers::crc32c(head.data(), 8)) == stored ? Sniff::sure : Sniff::no;
+  return mask_crc(crc32c(head.data(), 8)) == stored ? Sniff::sure : Sniff::no;
 }
 
 // "events.out.tfevents.<unix time>.<host>..." -> the creation time (0 when not in that form).

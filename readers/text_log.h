@@ -2,8 +2,8 @@
 // One log interleaves lines of several writers: Megatron's training_log, DeepSpeed's engine and loss
 // scaler, the user's own prints (HF Trainer's log dicts), PyTorch's distributed errors, launchers'
 // prefixes. megatron.cpp and deepspeed.cpp know their writers' lines (megatron_line, deepspeed_line);
-// this file the lines any training console has (console_line: script prints, distributed failures,
-// launcher prefixes, timestamps). Every text reader tries all of them on every line, so a
+// console_lines.cpp the lines any training console has (console_line: script prints, distributed
+// failures), and text_log.cpp launcher prefixes and timestamps. Every text reader tries all of them on every line, so a
 // Megatron-DeepSpeed log is read whole whichever reader was chosen; the three readers (megatron,
 // deepspeed, console) differ in what they are detected by.
 //
@@ -190,6 +190,12 @@ std::vector<Record> parse_text_log(std::string_view data, const std::string& nam
 // Sniffer helpers: do the first bytes hold lines of that writer?
 bool has_megatron_lines(std::string_view head);
 bool has_deepspeed_lines(std::string_view head);
+
+// Launcher prefixes, stripped: pdsh's host ("worker-0: ...", DeepSpeed's multi-node launcher) and
+// torchrun's rank tags ("[rank0]:", the older "[default0]:").
+std::string_view strip_host(std::string_view line);
+std::string_view strip_torchrun(std::string_view line);
+constexpr size_t kMaxDetail = 400;  // characters of a failure line kept as an event's detail
 
 // Shared number scanning: the number after `key` in `s` (skipping '[', '(' and spaces; up to the next
 // ',', ' ', ']' or ')'), e.g. number_after("skipped=3, lr=[0.1]", "lr=") -> 0.1.

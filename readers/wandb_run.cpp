@@ -174,7 +174,7 @@ std::vector<Record> parse(std::string_view data, const std::string& name, Warnin
         if (rec.exit().exit_code() != 0) {
           Record e;
           e.kind = RecordKind::event;
-          e.name = "run_end";
+          e.name = event::run_end;
           e.detail = fmt::format("W&B run exited with code {} after {} s", rec.exit().exit_code(), rec.exit().runtime());
           events.push_back(std::move(e));
         }

@@ -6,26 +6,32 @@
 #include <algorithm>
 #include <cmath>
 
-#include "detectors/causes.h"
+#include "core/stats.h"
+#include "detectors/loss_scale_collapse.h"
+#include "detectors/lr_zero.h"
+#include "detectors/run_not_alive.h"
 #include "report/drill_views.h"
+#include "run/causes.h"
 
 namespace flatline {
 namespace {
 
 using Rank = RunSummary::Rank;
-constexpr double kLowLrFrac = 1e-3;      // detectors/lr_zero.cpp kLowFrac
-constexpr int kLowLrRecords = 2;         // its kLowSteps
-constexpr int kStuckWarmup = 3;          // its kStuckWarmupSteps
-constexpr int kStaleRecords = 3;         // detectors/run_not_alive.cpp: 3 records of one logged step
-constexpr double kMinStopS = 10;         // a rank silent this long (and 3 steps + 1 heartbeat) stopped
-constexpr int kBlindSkipStreak = 10;     // detectors/loss_scale_collapse.cpp kBlindStreak
-constexpr double kUnderflowFrac = 0.5;   // its (b): most gradient elements underflowed
+// The detectors' own thresholds, applied to the whole run (detectors/<cause>.h).
+constexpr double kLowLrFrac = lr_zero::kLowFrac;                      // lr below this fraction of its peak
+constexpr int kLowLrRecords = lr_zero::kLowSteps;
+constexpr int kStuckWarmup = lr_zero::kStuckWarmupSteps;
+constexpr int kStaleRecords = run_not_alive::kStaleRepeats;          // records of one logged step
+constexpr double kMinStopS = run_not_alive::kFallbackBound;          // a rank silent this long (and
+constexpr double kStopSteps = run_not_alive::kSlackSteps;            // this many steps + 1 heartbeat) stopped
+constexpr int kBlindSkipStreak = loss_scale_collapse::kBlindStreak;
+constexpr double kUnderflowFrac = loss_scale_collapse::kZeroFrac;     // most gradient elements underflowed
 
-double median(std::vector<double> v) {
+// The high median of the finite values (core/stats.h): one some rank showed; an overflowed norm is no
+// typical value.
+double finite_median(std::vector<double> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
-  if (v.empty()) return NAN;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
+  return median_high(std::move(v));
 }
 
 CheckWalk alive(const RunSummary& s) {
@@ -39,11 +45,11 @@ CheckWalk alive(const RunSummary& s) {
     w.why = "cannot tell whether the step counter moved in time: log t with each record";
     return w;
   }
-  const double step_s = median(dt);
+  const double step_s = finite_median(dt);
   double hb_s = 1;  // the series rank's heartbeat spacing, from its count over the run
   const Rank& k0 = s.ranks()[static_cast<size_t>(std::max(0, s.series_rank()))];
   if (k0.heartbeats > 1) hb_s = s.t_end() / static_cast<double>(k0.heartbeats);
-  const double bound = std::max(kMinStopS, 3 * step_s + hb_s);
+  const double bound = std::max(kMinStopS, kStopSteps * step_s + hb_s);
   std::vector<std::pair<std::string, int>> err, phase;
   std::vector<int> errors, stopped, stale;
   int n = 0;
@@ -101,7 +107,7 @@ CheckWalk lr(const RunSummary& s) {
   const double peak = v.y[pk];
   w.showed = fmt::format("peak lr {:.3g} at step {}; last lr {:.3g} at step {} ({:.3g}% of the peak)", peak, v.x[pk],
                          v.y.back(), v.x.back(), peak > 0 ? 100 * v.y.back() / peak : 0.0);
-  if (peak <= 1e-12 && v.y.size() >= static_cast<size_t>(kStuckWarmup)) {
+  if (peak <= lr_zero::kZeroLr && v.y.size() >= static_cast<size_t>(kStuckWarmup)) {
     w.reading = Reading::rules_in;
     w.why = "lr was 0 at every step: the warmup never advanced (the scheduler is not stepped)";
     return w;
@@ -110,12 +116,12 @@ CheckWalk lr(const RunSummary& s) {
   while (low > pk + 1 && v.y[low - 1] < kLowLrFrac * peak) --low;
   if (v.y.size() - low >= static_cast<size_t>(kLowLrRecords)) {
     w.reading = Reading::rules_in;
-    w.showed += fmt::format("; below 0.1% of the peak from step {}", v.x[low]);
+    w.showed += fmt::format("; below {:g}% of the peak from step {}", 100 * kLowLrFrac, v.x[low]);
     w.why = "the lr decayed to (near) zero and stayed there: updates no longer move the model";
     return w;
   }
   w.reading = Reading::rules_out;
-  w.why = "the lr at the end is at least 0.1% of its peak: the model is still being updated";
+  w.why = fmt::format("the lr at the end is at least {:g}% of its peak: the model is still being updated", 100 * kLowLrFrac);
   return w;
 }
 
@@ -217,7 +223,7 @@ CheckWalk ranks(const RunSummary& s) {
     if (win.size() >= 2 && win[win.size() - 1] <= RunSummary::kZeroNorm && win[win.size() - 2] <= RunSummary::kZeroNorm)
       w.ranks.push_back(static_cast<int>(r));
   }
-  const double mid = median(last);
+  const double mid = finite_median(last);
   if (n < 2) {
     w.showed = "one rank";
     w.why = "cannot tell: with one rank there is no other rank to compare with";

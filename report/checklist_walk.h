@@ -36,7 +36,7 @@ enum class Reading { rules_in, rules_out, cannot_tell };
 const char* to_string(Reading r);
 
 struct CheckWalk {
-  std::string cause;   // the checklist row (detectors/causes.h)
+  std::string cause;   // the checklist row (run/causes.h)
   std::string signal;  // its drill signal
   Reading reading = Reading::cannot_tell;
   std::string showed;  // what the view showed on this run, with its numbers

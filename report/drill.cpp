@@ -9,7 +9,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 #include "report/drill_views.h"
 
 namespace flatline {
@@ -66,7 +66,7 @@ Drill::Drill(DrillRun run, std::function<double()> now_s, DrillOptions o)
     : run_(std::move(run)), now_(std::move(now_s)), opt_(o) {
   t0_ = now_();
   if (run_.manifest && !run_.manifest->faults.empty()) {
-    const ManifestFault& f = run_.manifest->faults.front();
+    const FaultTruth& f = run_.manifest->faults.front();
     score_.truth_cause = f.cause_id();
     score_.truth_rank = f.rank;
   }
@@ -80,7 +80,7 @@ std::string Drill::intro() const {
   s += fmt::format("the run: {} ranks, {} steps planned, last logged step {} (its name is hidden)\n", r.world(),
                    run_.manifest ? run_.manifest->steps : 0, r.last_step());
   for (const auto& e : r.events())  // a restart is in the job's own log: the trainee knows of it
-    if (e.name == "resume") s += fmt::format("the job was restarted: resumed {} at t={:.0f} s\n", e.detail, e.t);
+    if (e.name == event::resume) s += fmt::format("the job was restarted: resumed {} at t={:.0f} s\n", e.detail, e.t);
   s += "\n" + loss_view(r);
   return s + "\n" + help_text();
 }

@@ -10,7 +10,8 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "detectors/causes.h"
+#include "faults/scenario_file.h"
+#include "run/causes.h"
 #include "faults/fault.h"
 #include "report/run_data.h"
 #include "sim/simulate/model.h"

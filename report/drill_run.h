@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "run/scenario.h"
 #include "report/run_summary.h"
 #include "telemetry/manifest.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/printable.h"
-#include "detectors/causes.h"
+#include "run/causes.h"
 #include "report/checklist_walk.h"
 #include "report/drill.h"
 
@@ -35,7 +35,7 @@ std::string Drill::summary() {
   out += fmt::format("your answer: {}\n", s.answered ? who(s.answer_cause, s.answer_rank) : "(none)");
   out += fmt::format("the truth:   {}", who(s.truth_cause, s.truth_rank));
   if (run_.manifest && !run_.manifest->faults.empty()) {
-    const ManifestFault& f = run_.manifest->faults.front();
+    const FaultTruth& f = run_.manifest->faults.front();
     out += fmt::format(" (mode {}; active from step {}, fully in place at step {})", f.mode, f.active_from,
                        f.onset_step);
   }

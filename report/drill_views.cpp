@@ -7,6 +7,9 @@
 #include <cmath>
 #include <map>
 
+#include "core/stats.h"
+#include "detectors/lr_zero.h"
+#include "detectors/run_not_alive.h"
 #include "report/textplot.h"
 
 namespace flatline {
@@ -15,14 +18,6 @@ namespace {
 using Rank = RunSummary::Rank;
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : fmt::format("{}", v); }
-
-double median(std::vector<double> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string plot(const std::vector<Series>& s, const std::string& title, const std::string& x_label,
                  bool log_y = false) {
@@ -121,7 +116,7 @@ std::string alive_view(const RunSummary& s) {
     if (k.errors) ends.push_back(fmt::format("rank {}: error at t={:.2f} s{}", r, k.error_t,
                                              k.error_detail.empty() ? "" : ": " + k.error_detail));
     if (std::isfinite(k.run_end_t)) ends.push_back(fmt::format("rank {}: run_end at t={:.2f} s", r, k.run_end_t));
-    if (k.stuck_records >= 3)
+    if (k.stuck_records >= run_not_alive::kStaleRepeats)
       stuck.push_back(fmt::format("rank {}: logged step {} repeated by {} step records (t={:.2f}..{:.2f} s)", r,
                                   k.stuck_step, k.stuck_records, k.stuck_from_t, k.stuck_to_t));
   }
@@ -157,8 +152,8 @@ std::string alive_view(const RunSummary& s) {
     hb_step.emplace_back(k.heartbeats ? std::to_string(k.hb_step) : "-", ri);
     err.emplace_back(k.errors ? "\"" + shorten(k.error_detail, 72) + "\"" : "none", ri);
     end.emplace_back(std::isfinite(k.run_end_t) ? "run_end" : "no run_end", ri);
-    stuck_g.emplace_back(k.stuck_records >= 3 ? fmt::format("step {} x{} records", k.stuck_step, k.stuck_records) : "never",
-                         ri);
+    const bool stuck = k.stuck_records >= run_not_alive::kStaleRepeats;
+    stuck_g.emplace_back(stuck ? fmt::format("step {} x{} records", k.stuck_step, k.stuck_records) : "never", ri);
     if (worst_gap < 0 || k.longest_gap_s > ranks[worst_gap].longest_gap_s) worst_gap = ri;
   }
   out += fmt::format("{} of {} ranks wrote telemetry; the run's last record at t={:.2f} s\n", n, s.world(), s.t_end());
@@ -188,12 +183,12 @@ std::string lr_view(const RunSummary& s) {
   std::string out = plot({lr}, "learning rate", "step") +
                     fmt::format("peak lr {:.3g} at step {}; last lr {:.3g} at step {}\n", lr.y[pk], lr.x[pk],
                                 lr.y.back(), lr.x.back());
-  // where it stayed below 0.1% of the peak (detectors/lr_zero.cpp's threshold) up to the end
+  // where it stayed below the detector's "zero" (detectors/lr_zero.h: 0.1% of the peak) up to the end
   size_t low = lr.y.size();
-  while (low > pk + 1 && lr.y[low - 1] < 1e-3 * lr.y[pk]) --low;
+  while (low > pk + 1 && lr.y[low - 1] < lr_zero::kLowFrac * lr.y[pk]) --low;
   if (low < lr.y.size())
-    out += fmt::format("below 0.1% of the peak from step {} to the end ({} step records)\n", lr.x[low],
-                       lr.y.size() - low);
+    out += fmt::format("below {:g}% of the peak from step {} to the end ({} step records)\n", 100 * lr_zero::kLowFrac,
+                       lr.x[low], lr.y.size() - low);
   return out;
 }
 
@@ -320,7 +315,7 @@ std::string data_view(const RunSummary& s) {
   // Around each restart: the first batches the resumed processes trained, on the lowest tracked rank.
   std::vector<const RunSummary::Event*> resumes;
   for (const auto& e : s.events())
-    if (e.name == "resume") resumes.push_back(&e);
+    if (e.name == event::resume) resumes.push_back(&e);
   if (resumes.empty() || tr.empty()) return out;
   const RunSummary::Tracked& t0 = tr.front();
   for (size_t i = 0; i < resumes.size() && i < t0.after_resume.size(); ++i) {

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "confirm/confirm.h"
-#include "detectors/score.h"
+#include "scoring/score.h"
 
 namespace flatline {
 namespace {
@@ -38,7 +38,7 @@ std::string run_section(const RunData& run, const std::vector<PlotSpec>& specs, 
     const Manifest& m = *run.manifest;
     std::string truth = "healthy (no fault)";
     if (!m.faults.empty()) {
-      const ManifestFault& f = m.faults.front();
+      const FaultTruth& f = m.faults.front();
       truth = fmt::format("{}, fault {}/{}: active from step {}, in place at step {}", with_rank(f.cause_id(), f.rank),
                           f.kind, f.mode,
                           f.active_from, f.onset_step);
@@ -179,7 +179,7 @@ std::string html_escape(std::string_view s) {
 std::vector<PlotSpec> report_plots(const RunData& run) {
   std::vector<PlotMark> steps, times;
   if (run.manifest && !run.manifest->faults.empty()) {
-    const ManifestFault& f = run.manifest->faults.front();
+    const FaultTruth& f = run.manifest->faults.front();
     steps.push_back({static_cast<double>(f.onset_step), fmt::format("fault onset (step {})", f.onset_step), kOnset});
     if (std::isfinite(f.onset_t)) times.push_back({f.onset_t, fmt::format("fault onset ({:.1f} s)", f.onset_t), kOnset});
   }

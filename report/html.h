@@ -1,9 +1,9 @@
-// The HTML report behind `flatline report` (issue 6): one self-contained page (inline CSS and SVG, no
+// The HTML report behind `flatline report` (docs/DESIGN.md §12): one self-contained page (inline CSS and SVG, no
 // scripts, no external resources) for a run or a suite of runs. Per run: the truth (manifest), the
 // diagnosis with its evidence and checklist, and six plots (loss train+eval, lr, grad norm, loss
 // scale, per-rank local grad norm, step rate), each with the fault onset and the detection marked;
 // when the run was confirmed (flatline confirm), the verdict with its numbers and both loss curves.
-// For a suite: the scoreboard and confusion matrix (detectors/score.h) first, then a section per run.
+// For a suite: the scoreboard and confusion matrix (scoring/score.h) first, then a section per run.
 // Every piece of text from a run (names, evidence, errors) is HTML-escaped.
 #pragma once
 #include <string>

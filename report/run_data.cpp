@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "faults/scenario_file.h"
 #include "telemetry/jsonl.h"
 
 namespace flatline {

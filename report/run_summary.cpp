@@ -211,14 +211,14 @@ void RunSummary::heartbeat(const Record& r, Rank& k) {
 }
 
 void RunSummary::event(const Record& r, Rank& k) {
-  if (r.name == "error") {
+  if (r.name == event::error) {
     if (k.errors++ == 0) {
       k.error_t = r.t;
       k.error_detail = r.detail;
     }
-  } else if (r.name == "run_end") {
+  } else if (r.name == event::run_end) {
     k.run_end_t = r.t;
-  } else if (r.name == "resume") {
+  } else if (r.name == event::resume) {
     const int ti = static_cast<size_t>(r.rank) < tracked_index_.size() ? tracked_index_[r.rank] : -1;
     if (ti >= 0) {
       Tracked& tr = tracked_[static_cast<size_t>(ti)];
@@ -228,11 +228,12 @@ void RunSummary::event(const Record& r, Rank& k) {
   }
   if (series_rank_ >= 0 && r.rank != series_rank_) return;
   if (series_rank_ < 0 && r.rank != 0) return;  // before any step record: rank 0's events only
-  if (r.name == "checkpoint_save") {
+  if (r.name == event::checkpoint_save) {
     ++checkpoints_;
     return;
   }
-  static const char* kKept[] = {"run_start", "stop_for_restart", "resume", "checkpoint_load", "run_end", "error"};
+  static const char* kKept[] = {event::run_start, event::stop_for_restart, event::resume, event::checkpoint_load,
+                                event::run_end,   event::error};
   for (const char* n : kKept)
     if (r.name == n) {
       events_.push_back({r.name, r.detail, r.step, r.t});
@@ -256,7 +257,7 @@ size_t RunSummary::bytes() const {
 
 
 int64_t RunSummary::restarts() const {
-  return std::count_if(events_.begin(), events_.end(), [](const Event& e) { return e.name == "resume"; });
+  return std::count_if(events_.begin(), events_.end(), [](const Event& e) { return e.name == event::resume; });
 }
 
 int64_t RunSummary::last_step() const {

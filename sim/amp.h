@@ -2,11 +2,11 @@
 // dynamic loss scaler on tensors with the kernels torch.amp.GradScaler runs (torch/amp/grad_scaler.py):
 // _amp_foreach_non_finite_check_and_unscale_ (unscale_, and the inf/nan check) and _amp_update_scale_
 // (update). Used by the `kernels: aten` step (the default on CUDA); the `kernels: flatline` step on CPU
-// emulates binary16 (sim/fp16.h) and keeps its scale in the plain LossScaler (sim/loss_scaler.h),
+// emulates binary16 (sim/fp16.h) and keeps its scale in the plain LossScaler (run/loss_scaler.h),
 // whose semantics these kernels share (tests/sim/amp_test.cpp compares them step by step).
 // Nothing here reads a device value back: the caller decides when to (Comm::read).
 #pragma once
-#include "sim/loss_scaler.h"
+#include "run/loss_scaler.h"
 #include "sim/torch_pch.h"
 
 namespace flatline {

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "faults/scenario.h"
+#include "run/scenario.h"
 
 namespace flatline {
 

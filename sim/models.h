@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "faults/scenario.h"
+#include "run/scenario.h"
 #include "sim/torch_pch.h"
 
 namespace flatline {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "faults/scenario.h"
+#include "run/scenario.h"
 #include "sim/torch_pch.h"
 
 namespace torch::serialize {

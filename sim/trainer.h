@@ -1,4 +1,5 @@
-// The training harness of one data-parallel rank (torch-free interface; the step is in trainer.cpp).
+// The training harness of one data-parallel rank (torch-free interface; the loop is in trainer.cpp, the
+// step in sim/step_flatline.cpp and sim/step_aten.cpp behind sim/step.h, checkpoints in sim/checkpoint.cpp).
 // train_rank() trains the scenario's model on its data from step 1 (or from the latest checkpoint when
 // resuming) to `steps`, or to the scenario's restart point, writing telemetry/rank-<r>.jsonl in the run
 // directory: a step record per optimizer step, heartbeats from a watchdog thread, events, eval records.
@@ -18,27 +19,18 @@
 // at the next step (or before a checkpoint, an eval, the end, or an error).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/protocol.h"
-#include "faults/scenario.h"
+#include "run/scenario.h"
+#include "sim/errors.h"  // RankError
 
 namespace flatline {
 
-class Intervention;  // confirm/intervention.h
-
-class RankError : public std::runtime_error {
- public:
-  enum class Kind { comm, io, checkpoint, device };  // device: the GPUs the scenario asks for are not there
-  RankError(Kind k, const std::string& what) : std::runtime_error(what), kind_(k) {}
-  Kind kind() const { return kind_; }
-
- private:
-  Kind kind_;
-};
+class Intervention;  // faults/intervention.h
 
 struct RankOptions {
   Scenario scenario;
@@ -64,6 +56,10 @@ struct RankOptions {
   // training needs (the clip's grad norm; the overflow check under fp16; the cross-rank checksum).
   // Events are still written.
   bool telemetry = true;
+  // The launcher's requests for a checkpoint this rank has seen by the end of `step` (docs/DESIGN.md §8,
+  // "A checkpoint near each finding"); unset: those core/checkpoint_request.h counted since train_rank
+  // began. A test gives its own.
+  std::function<int64_t(int64_t step)> checkpoint_requests;
 };
 
 struct RankResult {

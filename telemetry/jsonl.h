@@ -34,6 +34,18 @@ std::string to_json(const Record& r);
 // of the wrong type. Unknown fields are ignored (newer writers may add some).
 Record parse_record(std::string_view line, const std::string& file, size_t line_no);
 
+// The two parsers behind parse_record and every reader of this format: a line in the writer's own
+// form (one object, no whitespace, escape, nesting or unknown key: telemetry/jsonl.cpp says exactly
+// which) is parsed in one pass; any other line, and any line that pass declines, by simdjson
+// On-Demand, which alone decides what is malformed and says why. Exposed for the tests that hold the
+// two to the same Records.
+namespace jsonl_detail {
+// The writer's form into `r` (a default Record); false: not that form, `r` then unspecified.
+bool parse_writer_form(std::string_view line, Record& r);
+// simdjson On-Demand alone: "" or the error message (without file:line).
+std::string parse_general(std::string_view line, Record& r);
+}  // namespace jsonl_detail
+
 // A line that is not text: a control byte other than tab, ESC (colour codes) or CR (a tqdm bar's
 // redraws). Every reader skips such a line with a "binary data (N bytes)" warning.
 bool binary_line(std::string_view line);
@@ -67,8 +79,14 @@ class JsonlReader {
   // Replaces `out` with the next records (at least one unless the file has ended: then false).
   bool next(std::vector<Record>& out, std::vector<std::string>* warnings);
   const std::string& path() const { return path_; }
+  uint64_t offset() const { return offset_; }  // bytes of the file parsed so far
 
  private:
+  friend std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings);
+  // Reads and parses the next chunk, appending its records (maybe none) to `out`; false once the file
+  // has ended.
+  bool append_chunk(std::vector<Record>& out, std::vector<std::string>* warnings);
+
   std::string path_;
   size_t chunk_;
   std::FILE* f_ = nullptr;

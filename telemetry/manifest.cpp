@@ -35,7 +35,9 @@ void write_manifest(const Manifest& m, const std::string& path) {
     json jf = {{"kind", f.kind}, {"cause", f.cause_id()}, {"mode", f.mode}, {"rank", f.rank},
                {"active_from", f.active_from}, {"onset_step", f.onset_step}};
     if (std::isfinite(f.onset_t)) jf["onset_t"] = f.onset_t;
+    if (f.at_resume) jf["at_resume"] = true;
     if (f.ends_run) jf["ends_run"] = true;
+    if (f.onset_at_start) jf["onset_at_start"] = true;
     j["faults"].push_back(jf);
   }
   j["status"] = m.status;
@@ -123,7 +125,7 @@ Manifest read_manifest(const std::string& path) {
       const json& f = (*fs)[i];
       const std::string where = "faults[" + std::to_string(i) + "].";
       if (!f.is_object()) throw ManifestError(path + ": bad manifest field '" + where + "': got " + f.dump());
-      ManifestFault mf;
+      FaultTruth mf;
       mf.kind = required_string(f, "kind", where, path);
       mf.cause = field<std::string>(f, "cause", mf.kind, where, path);
       mf.mode = field<std::string>(f, "mode", "", where, path);
@@ -131,7 +133,9 @@ Manifest read_manifest(const std::string& path) {
       mf.active_from = field<int64_t>(f, "active_from", -1, where, path);
       mf.onset_step = field<int64_t>(f, "onset_step", -1, where, path);
       mf.onset_t = field<double>(f, "onset_t", std::numeric_limits<double>::quiet_NaN(), where, path);
+      mf.at_resume = field<bool>(f, "at_resume", false, where, path);
       mf.ends_run = field<bool>(f, "ends_run", false, where, path);
+      mf.onset_at_start = field<bool>(f, "onset_at_start", false, where, path);
       check_identifier(mf.kind, where + "kind", path, false);
       check_identifier(mf.cause, where + "cause", path, true);
       check_identifier(mf.mode, where + "mode", path, true);

@@ -1,6 +1,6 @@
 // Manifest: a run's ground truth (run_dir/manifest.json). Written by the launcher, read only by the
 // scorer: detectors never see it (docs/DESIGN.md §3). Records the resolved scenario, seed,
-// versions, each fault's kind, target rank, active_from and onset_step, and how the run ended.
+// versions, each fault's truth (FaultTruth), and how the run ended.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -11,15 +11,23 @@
 
 namespace flatline {
 
-struct ManifestFault {
+// A fault's ground truth (docs/DESIGN.md §5 "Ground truth"): made by the fault (faults/fault.h
+// Fault::truth), timed by the OnsetClock (faults/effects.h), written to the manifest and read by the
+// scorer. One struct from the fault to the scoreboard.
+struct FaultTruth {
   std::string kind, mode;
   int rank = -1;             // target rank, -1 = all
-  int64_t active_from = -1;  // first step that differs from the healthy twin
+  int64_t active_from = -1;  // first step at which the run differs from its healthy twin
   int64_t onset_step = -1;   // step at which the cause is fully in place
-  double onset_t = std::numeric_limits<double>::quiet_NaN();  // run time of onset_step on the target
-  bool ends_run = false;     // the fault ends the run with an error by design (a hang): a failed run is its effect
-  std::string cause;         // the cause it injects (docs/DESIGN.md §2); empty in an older manifest
-  const std::string& cause_id() const { return cause.empty() ? kind : cause; }  // empty: named after it
+  double onset_t = std::numeric_limits<double>::quiet_NaN();  // run time of onset_step on the target rank
+  bool ends_run = false;     // ends the run with an error on every rank by design (a hang): a failed run is
+                             // its effect
+  std::string cause;         // the cause it injects (a row of run/causes.h): the scorer's truth; empty in an
+                             // older manifest (named after the kind: cause_id())
+  bool at_resume = false;    // acts only in the resumed processes (its steps are the re-run ones)
+  bool onset_at_start = false;  // the onset step never completes as normal (a hang): its onset in run time is
+                                // when that step began on the target rank, not when (if ever) it was logged
+  const std::string& cause_id() const { return cause.empty() ? kind : cause; }
 };
 
 struct Manifest {
@@ -30,7 +38,7 @@ struct Manifest {
   int world_size = 1;
   int64_t steps = 0;
   std::string versions;        // "flatline X; libtorch Y; ..."
-  std::vector<ManifestFault> faults;
+  std::vector<FaultTruth> faults;
   bool failure_expected() const;  // some fault ends the run by design
   std::string expect_cause = "healthy";
   int expect_rank = -1;

@@ -42,13 +42,28 @@ struct Record {
 
   // kind == heartbeat: phase in {data, compute, collective, optimizer, checkpoint, eval}
   std::string phase;
-  // kind == event: name in {checkpoint_save, checkpoint_load, eval_start, eval_end, resume, run_start, run_end,
-  // error, stop_for_restart, interrupted, stopped (written by the launcher)}
+  // kind == event: one of the names below (namespace event)
   std::string name;
   std::string detail;                       // event detail (e.g. the error message)
   // kind == eval
   std::optional<double> eval_loss;
 };
+
+// The names of `event` records (docs/DESIGN.md §3), one constant each: whoever writes or reads an event
+// names it through these.
+namespace event {
+constexpr const char* run_start = "run_start";              // a process starts training from step 0
+constexpr const char* run_end = "run_end";                  // it trained to its last step
+constexpr const char* checkpoint_save = "checkpoint_save";
+constexpr const char* checkpoint_load = "checkpoint_load";  // detail: the checkpoint's directory
+constexpr const char* eval_start = "eval_start";
+constexpr const char* eval_end = "eval_end";
+constexpr const char* stop_for_restart = "stop_for_restart";  // it stops at the scenario's restart
+constexpr const char* resume = "resume";                    // a new process goes on from a checkpoint
+constexpr const char* error = "error";                      // detail: the message
+constexpr const char* interrupted = "interrupted";          // a signal, or the launcher's death: its last record
+constexpr const char* stopped = "stopped";                  // written by the launcher: the rank ended without its own
+}  // namespace event
 
 // Whether a rank's stream has ended with its own last word once `r` is read, given whether it had
 // before (docs/DESIGN.md §3): an end event (run_end, stop_for_restart, error, interrupted, stopped) ends
@@ -59,8 +74,10 @@ inline bool stream_ended_after(bool ended, const Record& r) {
   if (r.kind == RecordKind::step) return false;
   if (r.kind != RecordKind::event) return ended;
   const std::string& n = r.name;
-  if (n == "run_end" || n == "stop_for_restart" || n == "error" || n == "interrupted" || n == "stopped") return true;
-  if (n == "run_start" || n == "resume" || n == "checkpoint_load") return false;
+  if (n == event::run_end || n == event::stop_for_restart || n == event::error || n == event::interrupted ||
+      n == event::stopped)
+    return true;
+  if (n == event::run_start || n == event::resume || n == event::checkpoint_load) return false;
   return ended;
 }
 

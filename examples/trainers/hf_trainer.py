@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ByteWindows, shape  # noqa: E402
-from flatline_probe import FlatlineCallback, load_plan  # noqa: E402
+from flatline_probe import FlatlineCallback, load_plan, resuming  # noqa: E402
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
 
@@ -23,8 +23,10 @@ args = TrainingArguments(output_dir=out, max_steps=steps, per_device_train_batch
                          max_grad_norm=1.0, logging_steps=10, save_strategy="no", report_to=[], seed=seed,
                          use_cpu=device.type == "cpu", fp16=fp16, ddp_backend="gloo", ddp_timeout=int(timeout_s),
                          ddp_find_unused_parameters=False, dataloader_num_workers=0, disable_tqdm=True)
+# resuming(): the scenario's restart: resume from the last checkpoint the probe asked for
 Trainer(model=model, args=args, train_dataset=ByteWindows(as_dict=True),
-        callbacks=[FlatlineCallback("runs/hf-trainer")]).train()
+        callbacks=[FlatlineCallback("runs/hf-trainer")]).train(
+            resume_from_checkpoint=True if resuming() else None)
 if torch.distributed.is_initialized():  # the Trainer leaves it: a process group alive at exit aborts
     torch.distributed.barrier()  # no rank closes its connections while a peer may still use them
     torch.distributed.destroy_process_group()

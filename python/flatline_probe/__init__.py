@@ -11,9 +11,10 @@ planned with `flatline plan`), injects the scenario's faults into that same trai
 
 Standard library and torch only; the framework callbacks import their framework when used.
 """
-from .probe import Probe, attach, load_plan, PlanError
+from .plan import PlanError, load_plan, resuming
+from .probe import Probe, attach
 
-__all__ = ["Probe", "attach", "load_plan", "PlanError", "FlatlineCallback", "FlatlineLightningCallback"]
+__all__ = ["Probe", "attach", "load_plan", "resuming", "PlanError", "FlatlineCallback", "FlatlineLightningCallback"]
 
 
 def __getattr__(name):

@@ -8,6 +8,11 @@ ends at on_step_end; a save is a checkpoint_save event; a Trainer resumed from a
 (state.global_step > 0 at on_train_begin) gives checkpoint_load and resume events. The Trainer clips
 before the optimizer's step: without DDP the grad norm is the clipped one (with DDP it is taken in the
 hook, before clipping).
+
+A scenario's restart: the Trainer saves a checkpoint where the probe asks for one (control.should_save at
+on_step_end); resumed (`train(resume_from_checkpoint=True)` where flatline_probe.resuming()), a fault that
+drops the sampler's position sets args.ignore_data_skip, which the Trainer reads after on_train_begin:
+it then starts the resumed epoch over instead of skipping the batches trained.
 """
 from transformers import TrainerCallback
 
@@ -32,6 +37,8 @@ class FlatlineCallback(TrainerCallback):
         p.watch_model(model, loss_from_output=True)
         if state.global_step > 0:  # resume_from_checkpoint: the Trainer restored its state before this
             p.checkpoint_loaded(state.global_step, f"{args.output_dir}: global step {state.global_step}")
+            if p.drops_sampler_state:
+                args.ignore_data_skip = True
 
     def on_step_begin(self, args, state, control, **kw):
         if self.probe:
@@ -40,6 +47,8 @@ class FlatlineCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
         if self.probe:
             self.probe.end_step()
+            if self.probe.checkpoint_due():
+                control.should_save = True
 
     def on_save(self, args, state, control, **kw):
         if self.probe:

@@ -31,83 +31,38 @@ the probe carries it out where the job's own objects are:
   scheduler_frozen            param groups' lr held at what it was when the freeze began
   freeze_logging              the record repeats the step and loss it showed last
   lr_factor                   the job's lr times the planned schedule's over the healthy one's
+
+A restart (the plan's checkpoint_every, restart_at and resume): the probe asks the job for a checkpoint
+after every checkpoint_every steps (`checkpoint_due()`; the transformers and Lightning callbacks save
+one themselves), and before step restart_at + 1 writes stop_for_restart and ends the process with exit
+status 3 (EXIT_RESTART) once every rank is there; flatline starts the job again with FLATLINE_RESUME=1,
+the job resumes from its last checkpoint and tells the probe (`checkpoint_loaded`), which then carries
+out what the faults change about that resume:
+  restore_sampler false       the loader starts its epoch over: the sampler wrapper does not skip the
+                              batches of the epoch already trained (it does on a healthy resume);
+                              transformers' Trainer gets ignore_data_skip; Lightning's callback drops
+                              the loader's state from the checkpoint it restores
+  finish_scheduler            the scheduler of a finished schedule: the lr is 0 from then on
 """
 import atexit
 import hashlib
-import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 import torch
 
+from .batches import ReplaySampler, bytes_of, tensors_of
 from .norms import FlatCopy, device_hash_words, hash_of_words, nonzeros_, sq_norm
+from .plan import EXIT_RESTART, PlanError, load_plan, resuming
 from .telemetry import Heartbeat, Writer, finite
 
-PLAN_FORMAT = "flatline-plan/1"
 SNAPSHOT_KEEP_BYTES = 256 << 20  # parameters up to this size keep their copy from one update to the next
 # What a step's statistics are read as: squared norms and counts are summed over buffers and buckets.
 _SUMMED = ("grad_sq", "local_sq", "nonzero", "param_sq", "update_sq")
-
-
-class PlanError(RuntimeError):
-    """The plan cannot be read, or asks for what this job cannot do (named, with why)."""
-
-
-def load_plan():
-    """The plan from FLATLINE_PLAN (JSON), or FLATLINE_SCENARIO planned by `flatline plan`; None without either."""
-    path = os.environ.get("FLATLINE_PLAN")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                plan = json.load(f)
-        except (OSError, ValueError) as e:
-            raise PlanError(f"FLATLINE_PLAN={path}: cannot read the plan: {e}") from e
-    elif os.environ.get("FLATLINE_SCENARIO"):
-        scen = os.environ["FLATLINE_SCENARIO"]
-        exe = os.environ.get("FLATLINE_BIN", "flatline")
-        try:
-            out = subprocess.run([exe, "plan", scen], check=True, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError) as e:
-            detail = getattr(e, "stderr", "") or e
-            raise PlanError(f"FLATLINE_SCENARIO={scen}: `{exe} plan` failed (FLATLINE_BIN names the binary): "
-                            f"{detail}") from e
-        plan = json.loads(out.stdout)
-    else:
-        return None
-    if plan.get("format") != PLAN_FORMAT:
-        raise PlanError(f"the plan's format is {plan.get('format')!r}, expected {PLAN_FORMAT!r}")
-    return plan
-
-
-def _tensors(obj):
-    """Every tensor in a batch (nested dicts, lists, tuples, and objects with tensor attributes), in order."""
-    if torch.is_tensor(obj):
-        return [obj]
-    if isinstance(obj, dict):
-        return [t for k in obj for t in _tensors(obj[k])]
-    if isinstance(obj, (list, tuple)):
-        return [t for x in obj for t in _tensors(x)]
-    if hasattr(obj, "keys") and hasattr(obj, "__getitem__"):  # a BatchEncoding
-        return [t for k in obj.keys() for t in _tensors(obj[k])]
-    return []
-
-
-def _bytes_of(t):
-    """A tensor's bytes, as a buffer (no copy of a CPU tensor's; a GPU tensor's are read back)."""
-    a = t.detach()
-    if a.device.type != "cpu":
-        a = a.cpu()
-    if not a.is_contiguous():
-        a = a.contiguous()
-    try:
-        return a.numpy()
-    except TypeError:  # no numpy dtype (bfloat16, ...): its bytes
-        return a.reshape(-1).view(torch.uint8).numpy()
 
 
 def _ddp_of(module):
@@ -131,40 +86,6 @@ def _ddp_of(module):
     return None
 
 
-class _ReplaySampler:
-    """A batch sampler's wrapper (docs/DESIGN.md §16): each batch it yields is a step's (grad_accum 1);
-    where the plan makes step s train global batch j, it yields batch j's indices again and the wrapped
-    sampler does not move on, as the harness's sampler does. Hashes the sample ids of each batch."""
-
-    def __init__(self, probe, batch_sampler):
-        self.probe, self.inner = probe, batch_sampler
-        self.produced = 0  # batches yielded since the start of training
-        self.kept = {}     # global batch -> its indices, for the ones the plan replays
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __iter__(self):
-        it = iter(self.inner)
-        while True:
-            step = self.probe._step_base + self.produced + 1
-            j = self.probe._acts(step).get("batch_index")
-            if j is not None:
-                if j not in self.kept:
-                    raise PlanError(f"step {step}: the plan replays batch {j}, which this process never trained")
-                ids = self.kept[j]
-            else:
-                try:
-                    ids = list(next(it))
-                except StopIteration:
-                    return
-                if step - 1 in self.probe._replayed:
-                    self.kept[step - 1] = ids
-            self.produced += 1
-            self.probe._ids_by_step[step] = ids
-            yield ids
-
-
 class Probe:
     def __init__(self, run_dir=None, model=None, optimizer=None, scaler=None, sampler=None, *, plan=None,
                  rank=None, world_size=None, hooks=True):
@@ -177,6 +98,12 @@ class Probe:
         self.t0 = float(os.environ.get("FLATLINE_RUN_T0") or time.time())
         self._by_step, self._lr_factor, self._replayed = {}, {}, set()
         self.steps = None
+        self._checkpoint_every, self._restart_at, self._resume_plan = 0, -1, None
+        self.resumed = resuming()  # this process was started to resume
+        self.drops_sampler_state = False  # the resume does not restore the loader's position (a fault)
+        self._lr_zero_after = None  # a finished schedule restored at the resume: lr 0 after this step
+        self._resume_skip = None    # the step resumed from, until the sampler wrapper has used it
+        self._checkpoint_asked = 0  # the last step checkpoint_due() said yes for
         if self.plan:
             self._read_plan()
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
@@ -240,6 +167,14 @@ class Probe:
                 self._replayed.add(fields["batch_index"])
         self._lr_factor = {int(s): f for s, f in p["lr_factor"]}
         self._fp16 = p["precision"] == "fp16"
+        self._checkpoint_every = int(p.get("checkpoint_every", 0))
+        self._restart_at = int(p.get("restart_at", -1))
+        self._resume_plan = p.get("resume")
+
+    def _lr_factor_at(self, step):
+        if self._lr_zero_after is not None and step > self._lr_zero_after:
+            return 0.0
+        return self._lr_factor.get(step, 1.0)
 
     def _acts(self, step):
         return self._by_step.get(step, {})
@@ -265,10 +200,52 @@ class Probe:
     def checkpoint_saved(self, detail=None):
         self._event("checkpoint_save", detail)
 
-    def checkpoint_loaded(self, step, detail=None):
+    def checkpoint_loaded(self, step, detail=None, opt_step=None):
+        """The job resumed from its checkpoint of global step `step` (opt_step: its updates applied, when it
+        counts skipped fp16 steps apart; else the step). In a process flatline started to resume a
+        scenario's restart, what the faults change about the resume is carried out from here on."""
         self.step = self._step_base = int(step)
+        self.opt_step = int(step) if opt_step is None else int(opt_step)
         self._event("checkpoint_load", detail)
         self._event("resume", f"from checkpoint step {step}")
+        self._resume_skip = self.step
+        if self.resumed and self._resume_plan:
+            self.drops_sampler_state = not self._resume_plan["restore_sampler"]
+            if self._resume_plan["finish_scheduler"]:
+                self._lr_zero_after = self.step
+
+    def checkpoint_due(self):
+        """True once after each step the plan wants a checkpoint after (a multiple of its checkpoint_every):
+        the job saves one then, and says so with checkpoint_saved(). A plain loop, after its optimizer step:
+        `if probe.checkpoint_due(): save(...)`; the transformers and Lightning callbacks ask themselves."""
+        k, s = self._checkpoint_every, self.step
+        if k > 0 and s > self._step_base and s % k == 0 and self._checkpoint_asked != s:
+            self._checkpoint_asked = s
+            return True
+        return False
+
+    def _resume_skip_for(self, batches_per_epoch):
+        """For the sampler wrapper's first epoch after a resume: the batches of it already trained, which a
+        healthy resume skips (0 where the fault drops the sampler's position, or without a resume)."""
+        step, self._resume_skip = self._resume_skip, None
+        if not step or self.drops_sampler_state or batches_per_epoch <= 0:
+            return 0
+        return step % batches_per_epoch
+
+    def _stop_for_restart(self):
+        """Before step restart_at + 1: stop_for_restart, then exit status 3 once every rank is here (a
+        barrier: no rank leaves a peer waiting in a collective or a checkpoint's)."""
+        self._flush_pending()
+        frm = self._resume_plan["from_step"] if self._resume_plan else -1
+        self._event("stop_for_restart", f"after step {self.step}: the scenario's restart (flatline starts the job "
+                                        f"again; it resumes from its checkpoint of step {frm})")
+        self.writer.flush()
+        try:
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                torch.distributed.barrier()
+        finally:
+            self._close_writer()
+            os._exit(EXIT_RESTART)
 
     def set_phase(self, phase):
         self.phase = phase
@@ -314,6 +291,8 @@ class Probe:
         """The step after the last completed one begins (idempotent)."""
         if self.cur is not None:
             return
+        if self._restart_at > 0 and not self.resumed and self.step == self._restart_at:
+            self._stop_for_restart()
         self.cur = self.step + 1
         self._act = self._acts(self.cur)
         every = self.plan["log_every"] if self.plan else 1
@@ -338,7 +317,7 @@ class Probe:
         self._batch_seen = True
         step = self.cur
         ids = ids if ids is not None else self._ids_by_step.pop(step, None)
-        tensors = _tensors(batch)
+        tensors = tensors_of(batch)
         j = self._act.get("batch_index")
         if j is not None and ids is None:
             kept = self._kept_batches.get(j)
@@ -362,14 +341,14 @@ class Probe:
             h.update(",".join(str(int(i)) for i in ids).encode())
         else:
             for t in tensors:
-                h.update(_bytes_of(t))
+                h.update(bytes_of(t))
         self._batch_hash = h.hexdigest()
         self.phase = "compute"
         return batch
 
     def wrap_batch_sampler(self, batch_sampler):
         """A batch sampler (or a sampler with .batch_size) for the DataLoader's batch_sampler=."""
-        return _ReplaySampler(self, batch_sampler)
+        return ReplaySampler(self, batch_sampler)
 
     # ---- the model: batches and the loss through forward hooks; DDP's communication hook -------------
     def watch_model(self, model, loss_from_output=False):
@@ -485,7 +464,7 @@ class Probe:
                 self._snapshot(params)
         groups = self._groups()
         self._lr_saved = [g["lr"] for g in groups]
-        f = self._lr_factor.get(self.cur, 1.0)
+        f = self._lr_factor_at(self.cur)
         for i, g in enumerate(groups):
             base = self._lr_pinned[i] if self._lr_pinned is not None and self._act.get("scheduler_frozen") else g["lr"]
             g["lr"] = base * f
@@ -576,7 +555,7 @@ class Probe:
             scale = self._scale_at_backward
             vals.append(("loss_scale", scale if scale is not None else self.scaler._scale.detach().clone()))
         lr = self._lr_used if self._lr_used is not None else (
-            self._groups()[0]["lr"] * self._lr_factor.get(step, 1.0) if self.optimizer is not None else None)
+            self._groups()[0]["lr"] * self._lr_factor_at(step) if self.optimizer is not None else None)
         if lr is not None:
             rec["lr"] = lr
         if self.scaler is not None:

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "faults/scenario.h"
+#include "run/scenario.h"
 
 namespace flatline::simdetail {
 
@@ -64,7 +64,7 @@ inline double model_params(const ModelSpec& m) {
 constexpr double kDefaultComputeMs = 300, kDataMs = 5, kOptimizerMs = 10;
 inline double comm_ms(int world) { return 10.0 + 2.0 * std::log2(static_cast<double>(world)); }
 
-// Sample ids with DistributedSampler's layout (sim/sampler.h): global batch `index` of the run, rank
+// Sample ids with DistributedSampler's layout (run/sampler.h): global batch `index` of the run, rank
 // r's contiguous slice, over a dataset of n = 2^k samples. The epoch's permutation is the keyed
 // bijection id = c_e g(a_e j + b_e) mod n, g(x) = x ^ (x >> ceil(k/2)), a_e and c_e odd, keyed on
 // (seed, epoch): computed per id (a materialised shuffle would cost O(dataset)), and not affine. An

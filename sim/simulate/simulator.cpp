@@ -9,8 +9,8 @@
 #include <cmath>
 #include <limits>
 
-#include "sim/loss_scaler.h"
-#include "sim/sampler.h"
+#include "run/loss_scaler.h"
+#include "run/sampler.h"
 #include "sim/simulate/model.h"
 #include "sim/simulate/walk.h"
 

@@ -1,7 +1,7 @@
-// Fleet simulator: telemetry for N data-parallel ranks without training (issue 5). It walks the
+// Fleet simulator: telemetry for N data-parallel ranks without training (docs/DESIGN.md §11). It walks the
 // scenario's steps the way sim/trainer.cpp does, with the SAME fault definitions (make_faults, plan,
-// apply_all at every Hook, resume), the same LR schedule (sim/schedule.h, after each fault's plan())
-// and the same dynamic loss scaler (sim/loss_scaler.h), but replaces the model by a loss curve and
+// apply_all at every Hook, resume), the same LR schedule (run/schedule.h, after each fault's plan())
+// and the same dynamic loss scaler (run/loss_scaler.h), but replaces the model by a loss curve and
 // the clock by simulated time, so 1024 ranks x 100k steps take seconds. Plain C++, no torch.
 //
 // Model of one step (all times in simulated seconds / ms; constants in simulator.cpp, with sources):
@@ -18,7 +18,7 @@
 //             the slowest rank arrives: step_ms = max compute + comm + optimizer on every rank, comm_ms =
 //             the wait for the slowest + the transfer. A block_s >= the collective timeout is a hang:
 //             the others wait in `collective`, heartbeats go on, an `error` event ends the run.
-//   data      DistributedSampler's layout (sim/sampler.h: global batch = W x batch x accum, rank r's
+//   data      DistributedSampler's layout (run/sampler.h: global batch = W x batch x accum, rank r's
 //             contiguous slice, drop_last, epochs) over a simulated dataset of 2^k samples (about 1000
 //             steps per epoch); the per-epoch permutation is a keyed affine bijection computed per id
 //             (a materialised shuffle would cost O(dataset) memory and time); batch_hash of the ids.

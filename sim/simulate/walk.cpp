@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "core/protocol.h"
-#include "sim/sampler.h"
+#include "run/sampler.h"
 
 namespace flatline::simdetail {
 namespace {

@@ -34,11 +34,11 @@ class HfWriter : public FormatWriter {
   }
 
   void write(const Record& r) override {
-    if (r.kind == RecordKind::event && r.name == "resume") {
+    if (r.kind == RecordKind::event && r.name == event::resume) {
       restore(r.step);
-    } else if (r.kind == RecordKind::event && r.name == "checkpoint_save") {
+    } else if (r.kind == RecordKind::event && r.name == event::checkpoint_save) {
       save(fmt::format("{}/checkpoint-{}", dir_, r.step), r.step);
-    } else if (r.kind == RecordKind::event && r.name == "run_end") {
+    } else if (r.kind == RecordKind::event && r.name == event::run_end) {
       save(dir_, r.step);
     } else if (r.kind == RecordKind::eval && r.eval_loss) {
       history_.push_back({{"epoch", epoch_}, {"eval_loss", number(*r.eval_loss)}, {"step", r.step}});

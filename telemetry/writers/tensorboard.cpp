@@ -1,7 +1,7 @@
 // TensorBoard event file as the Hugging Face Trainer's TensorBoardCallback writes it
 // (transformers/integrations/integration_utils.py, on_log: rewrite_logs() prefixes "train/" to the
 // training keys and turns "eval_loss" into "eval/loss"; one SummaryWriter.add_scalar per key, then
-// flush()): TFRecord-framed Event protos (readers/tfrecord.h, readers/tensorboard.proto), the first one
+// flush()): TFRecord-framed Event protos (telemetry/tfrecord.h, telemetry/tensorboard.proto), the first one
 // file_version "brain.Event:2" (tensorboard/summary/writer/event_file_writer.py), named
 // events.out.tfevents.<unix seconds>.<host>.<pid>.0. Every `every` steps: train/loss (the interval's
 // mean, HF's tr_loss / steps rounded to 4 digits), train/grad_norm, train/learning_rate (the lr this
@@ -15,8 +15,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "readers/tensorboard.pb.h"
-#include "readers/tfrecord.h"
+#include "telemetry/tensorboard.pb.h"
+#include "telemetry/tfrecord.h"
 #include "telemetry/writers/writer.h"
 
 namespace flatline {
@@ -69,7 +69,7 @@ class TensorBoardWriter : public FormatWriter {
     put(e);
   }
   void put(const tb::Event& e) {
-    const std::string rec = readers::frame_tfrecord(e.SerializeAsString());
+    const std::string rec = frame_tfrecord(e.SerializeAsString());
     out_.write(rec.data(), static_cast<std::streamsize>(rec.size()));
   }
   FormatContext c_;

@@ -112,7 +112,7 @@ class WandbRunWriter : public FormatWriter {
       items.emplace_back("train/epoch", json_float(epoch_));
       items.emplace_back("train/global_step", std::to_string(r.step));
       history(items, t);
-    } else if (r.kind == RecordKind::event && r.name == "run_end") {
+    } else if (r.kind == RecordKind::event && r.name == event::run_end) {
       std::string exit;
       int_field(exit, 1, 0);                                   // RunExitRecord.exit_code
       int_field(exit, 2, static_cast<int64_t>(std::round(t)));  // .runtime (s)

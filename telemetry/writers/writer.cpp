@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -58,6 +59,22 @@ std::unique_ptr<FormatWriter> make_format_writer(const std::string& format, cons
   for (const auto& x : kKinds)
     if (format == x.name) return x.make(c);
   throw std::invalid_argument("unknown log format '" + format + "' (expected " + format_names() + ")");
+}
+
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume) {
+  FormatContext c;
+  c.run_dir = run_dir;
+  c.every = s.formats_every;
+  c.world_size = s.world_size;
+  c.global_batch = int64_t{s.batch_size} * s.grad_accum * s.world_size;
+  c.train_iters = s.steps;
+  c.optimizer = s.optimizer.kind;
+  c.beta1 = s.optimizer.beta1;
+  c.beta2 = s.optimizer.beta2;
+  c.wall_t0 = run_t0 > 0 ? run_t0
+                         : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  c.resume = resume;
+  return c;
 }
 
 std::string format_dir(const std::string& run_dir, const std::string& format) { return run_dir + "/formats/" + format; }

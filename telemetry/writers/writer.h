@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "run/scenario.h"
 #include "telemetry/record.h"
 
 namespace flatline {
@@ -38,6 +39,9 @@ struct FormatContext {
   double wall_t0 = 0;          // Unix seconds of the run's t = 0 (event wall times, timestamps)
   bool resume = false;         // a restarted process: append, or what the framework does on resume
 };
+
+// The context of a run of `s` (run_t0: the run's origin, Unix seconds; 0: now).
+FormatContext format_context(const Scenario& s, const std::string& run_dir, double run_t0, bool resume);
 
 class FormatWriter {
  public:

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/local_guard.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 
 namespace flatline {
 namespace {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "confirm/confirm.h"
+#include "faults/scenario_file.h"
 
 namespace flatline {
 namespace {
@@ -95,7 +96,12 @@ TEST(ConfirmPlan, ReplaysFromTheLatestCheckpointBeforeTheOnset) {
   EXPECT_EQ(p.repair.lr_before, 1e-3);  // the lr logged at step 157
 
   // a checkpoint right before the onset: no prefix; one the run resumed from: the replay resumes too
-  Record resume;
+  Record stop;  // the first processes stopped for the scenario's restart ...
+  stop.kind = RecordKind::event;
+  stop.name = "stop_for_restart";
+  stop.step = 240;
+  rs.push_back(stop);
+  Record resume;  // ... and new ones resumed from the checkpoint
   resume.kind = RecordKind::event;
   resume.name = "resume";
   resume.step = 157;
@@ -104,7 +110,8 @@ TEST(ConfirmPlan, ReplaysFromTheLatestCheckpointBeforeTheOnset) {
   const ConfirmPlan q = plan_confirmation(s, diagnosis("lr_zero", 158), rs, {157}, {});
   EXPECT_FALSE(q.needs_prefix());
   EXPECT_EQ(q.branch_start, ReplayStart::resume);
-  rs.back().detail = "from checkpoint step 157, carrying on (a replay)";  // a replay's own start is no resume
+  rs.erase(rs.end() - 2);  // no earlier process ended: the `resume` is a replay's own start, no resume
+  rs.back().detail = "from checkpoint step 157, carrying on (a replay)";
   EXPECT_EQ(plan_confirmation(s, diagnosis("lr_zero", 158), rs, {157}, {}).branch_start, ReplayStart::carry_on);
 
   // no checkpoint: from step 0; an onset at step 1: no prefix at all
@@ -122,6 +129,45 @@ TEST(ConfirmPlan, ReplaysFromTheLatestCheckpointBeforeTheOnset) {
   EXPECT_EQ(r.compared, 15);  // at most half the branch
   o.steps = 1000;
   EXPECT_EQ(plan_confirmation(s, diagnosis("lr_zero", 120), rs, {}, o).end, 240);
+}
+
+// A checkpoint the launcher asked for when the detector fired (checkpoints/live-step-N, docs/DESIGN.md §8)
+// lies a few steps after the onset: the branches start there and nothing is re-trained, so the replays
+// train at most twice the plateau; the repair still starts from the onset's values (lr_before).
+TEST(ConfirmPlan, BranchesFromALiveCheckpointNearTheFindingWithoutAPrefix) {
+  const Scenario s = scenario();
+  std::vector<Record> rs = run(1, 240, 2.0);
+  for (auto& r : rs) r.lr = 1e-3 * static_cast<double>(240 - r.step) / 240;
+  const ConfirmPlan p = plan_confirmation(s, diagnosis("lr_zero", 158), rs, {80, 160, 240}, {}, {165});
+  EXPECT_EQ(p.checkpoint, 165);
+  EXPECT_EQ(p.branch, 165);
+  EXPECT_FALSE(p.needs_prefix());
+  EXPECT_EQ(p.branch_start, ReplayStart::carry_on);
+  EXPECT_EQ(p.end, 240);
+  EXPECT_EQ(p.branch_steps(), 75);
+  EXPECT_EQ(p.plateau_steps(), 83);
+  EXPECT_EQ(p.replayed_steps(), 150);
+  EXPECT_EQ(p.compared, 20);
+  EXPECT_EQ(p.repair.from_step, 158);
+  EXPECT_EQ(p.repair.lr_before, 1e-3 * 83 / 240);  // logged at step 157, the step before the onset
+
+  // the first live one that leaves the branches 2K steps; one too late for that is no branch point
+  EXPECT_EQ(plan_confirmation(s, diagnosis("lr_zero", 158), rs, {80}, {}, {170, 165, 210}).branch, 165);
+  const ConfirmPlan late = plan_confirmation(s, diagnosis("lr_zero", 158), rs, {80}, {}, {210});
+  EXPECT_EQ(late.branch, 157);
+  EXPECT_EQ(late.checkpoint, 80);
+  EXPECT_TRUE(late.needs_prefix());
+  EXPECT_EQ(late.replayed_steps(), 77 + 2 * 83);
+  ConfirmOptions o;
+  o.last = 10;  // K = 10: 30 steps after it are enough
+  EXPECT_EQ(plan_confirmation(s, diagnosis("lr_zero", 158), rs, {80}, o, {210}).branch, 210);
+  // a checkpoint at the branch point wins (the repair from the onset, no prefix); a live one before the
+  // onset shortens the prefix
+  EXPECT_EQ(plan_confirmation(s, diagnosis("lr_zero", 158), rs, {157}, {}, {165}).branch, 157);
+  const ConfirmPlan before = plan_confirmation(s, diagnosis("lr_zero", 158), rs, {80}, {}, {120});
+  EXPECT_EQ(before.checkpoint, 120);
+  EXPECT_EQ(before.branch, 157);
+  EXPECT_EQ(before.replayed_steps(), 37 + 2 * 83);
 }
 
 TEST(ConfirmPlan, ComparesTheHeldOutLossWhereTheRunTrainsBatchesAgain) {

@@ -6,9 +6,10 @@
 #include <cmath>
 #include <limits>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 #include "core/check.h"
-#include "detectors/causes.h"
+#include "faults/scenario_file.h"
+#include "run/causes.h"
 #include "faults/effects.h"
 
 namespace flatline {
@@ -32,7 +33,10 @@ TEST(Repairs, EveryChecklistCauseHasOneAndNothingElseDoes) {
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(intervention_causes(), expected);
   const Scenario s = scenario("");
-  for (const char* c : {"straggler", "healthy", "no_such_cause"}) {
+  std::vector<std::string> none = {"no_such_cause"};  // every row that is no checklist cause, and no row
+  for (const Cause& c : cause_table())
+    if (c.kind != CauseKind::checklist) none.push_back(c.id);
+  for (const std::string& c : none) {
     RepairSpec r;
     r.cause = c;
     EXPECT_FALSE(has_intervention(c));

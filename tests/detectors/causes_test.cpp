@@ -1,10 +1,10 @@
-// The cause table (detectors/causes.h): the checklist order, which causes name a rank, and that the
+// The cause table (run/causes.h): the checklist order, which causes name a rank, and that the
 // table and the detector registry agree row for row.
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 #include "detectors/detector.h"
 #include "detectors/registry.h"
 

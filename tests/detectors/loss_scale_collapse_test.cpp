@@ -130,12 +130,12 @@ TEST(LossScaleCollapseDetector, FiresOnScaleClampedLow) {
   auto f = run_finding(kCause, sp);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->onset_step, 150);
-  // Issue 15: the fall without an overflow is the clamp itself (was detected at 151, by the underflow).
+  // The fall without an overflow is the clamp itself (it was once detected at 151, by the underflow).
   EXPECT_EQ(f->detected_step, 150);
   EXPECT_EQ(f->evidence[0], "loss scale 65536 -> 0.0039 at step 150 with no overflow: the scaler is clamped, 98% of grads zero");
 }
 
-// Issue 15: the initial-search exemption holds only while the scale is far above its floor. A search
+// The initial-search exemption holds only while the scale is far above its floor. A search
 // of 16 halvings (65536 -> 1) was silent before; it fires once the scale is below 16.
 TEST(LossScaleCollapseDetector, InitialSearchDownToTheFloorIsNotExempt) {
   Spec sp;
@@ -156,7 +156,7 @@ TEST(LossScaleCollapseDetector, FiresOnInitialSearchThatNeverEnds) {
   auto f = run_finding(kCause, sp);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->onset_step, 1);
-  EXPECT_EQ(f->detected_step, 14);  // issue 15 (was 18: the exemption held down to a scale of 1)
+  EXPECT_EQ(f->detected_step, 14);  // (was 18 while the exemption held down to a scale of 1)
 
   sp.init_scale = std::ldexp(1.0, 40);  // a huge initial scale: still >= 1 after 30 halvings
   f = run_finding(kCause, sp);
@@ -189,8 +189,8 @@ TEST(LossScaleCollapseDetector, OddDataDoesNotThrow) {
 }
 
 
-// --- issue 15: the scaler's floor, its error, a clamp, rising zeros, a fall without flags ---------
-namespace issue15 {
+// --- the scaler's floor, its error, a clamp, rising zeros, a fall without flags (DESIGN §10) -------
+namespace floor_and_falls {
 
 Record step(int64_t s, double scale, std::optional<bool> overflow, std::optional<double> zeros = std::nullopt) {
   Record r;
@@ -294,7 +294,7 @@ TEST(LossScaleCollapseDetector, ARestartIsNotAFall) {
   EXPECT_FALSE(run(v));
 }
 
-}  // namespace issue15
+}  // namespace floor_and_falls
 
 }  // namespace
 }  // namespace flatline::testing

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "detectors/detector.h"
-#include "sim/loss_scaler.h"
+#include "run/loss_scaler.h"
 #include "telemetry/record.h"
 
 namespace flatline::testing {

@@ -27,8 +27,13 @@ Diagnosis triage(const Spec& sp, int world, Order o = Order::by_time, std::vecto
 }
 
 TEST(Triage, ChecklistOrder) {
-  EXPECT_EQ(checklist_causes(), (std::vector<std::string>{"run_not_alive", "lr_zero", "data_replay",
-                                                          "loss_scale_collapse", "zero_grad_rank"}));
+  std::vector<std::string> rows;  // the table's checklist rows, in table order (run/causes.h)
+  for (const Cause& c : cause_table())
+    if (c.kind == CauseKind::checklist) rows.push_back(c.id);
+  EXPECT_EQ(checklist_causes(), rows);
+  const Diagnosis d = Triage().diagnosis();  // the triage walks them in that order
+  ASSERT_EQ(d.checklist.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(d.checklist[i].cause, rows[i]);
   for (const auto& c : checklist_causes()) EXPECT_EQ(make_detector(c, {})->cause(), c);
   EXPECT_THROW(make_detector("no_such_cause", {}), std::invalid_argument);
 }
@@ -219,7 +224,7 @@ TEST(Triage, DiagnosisJsonReadsBack) {
   EXPECT_EQ(err("{\"cause\""), "d.json: not JSON (byte 9): expected a diagnosis object");
 }
 
-// --- issue 15: unexplained_plateau --------------------------------------------------------------
+// --- unexplained_plateau (docs/DESIGN.md §2) ------------------------------------------------------
 namespace unexplained {
 
 // One rank's step records: lr 1e-3, grad norm 1, loss from `loss(step)`; update_norm from `update`.

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "core/protocol.h"
-#include "readers/replay.h"
+#include "cli/replay.h"
 #include "telemetry/manifest.h"
 #include "tests/e2e/helpers.h"
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "faults/fault.h"
+#include "faults/scenario_file.h"
 
 namespace flatline {
 namespace {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "faults/fault.h"
+#include "faults/scenario_file.h"
 
 namespace flatline {
 namespace {

@@ -2,6 +2,7 @@
 // steps merged, a cycle's batches one by one, the lr factor of a schedule sized too short; and the
 // loader's `trainer:` key.
 #include "faults/plan_json.h"
+#include "faults/scenario_file.h"
 
 #include <gtest/gtest.h>
 
@@ -64,7 +65,7 @@ TEST(PlanJson, TheTrainersKeyResolvesItsDirectoryAndRefusesOwnTrainerKeys) {
   const Scenario t = load_scenario_text(
       "name: p\ntrainer: {command: \"python t.py\", cwd: ../z}\nexpect: {cause: healthy}\n", "/x/y/s.yaml");
   EXPECT_EQ(t.trainer.cwd, "/x/z");
-  for (const char* key : {"model: {kind: cnn}", "restart: {at: 5}", "optimizer: {lr: 0.1}", "batch_size: 4"}) {
+  for (const char* key : {"model: {kind: cnn}", "eval: {every: 5}", "optimizer: {lr: 0.1}", "batch_size: 4"}) {
     try {
       load_scenario_text(std::string(kHead) + key + "\nexpect: {cause: healthy}\n", "/x/s.yaml");
       ADD_FAILURE() << key << " was accepted";
@@ -76,6 +77,31 @@ TEST(PlanJson, TheTrainersKeyResolvesItsDirectoryAndRefusesOwnTrainerKeys) {
   EXPECT_THROW(load_scenario_text("name: p\ntrainer: {command: \" \"}\nexpect: {cause: healthy}\n", "s.yaml"),
                ScenarioError);
   EXPECT_THROW(load_scenario_text("name: p\ntrainer: {cwd: a}\nexpect: {cause: healthy}\n", "s.yaml"), ScenarioError);
+}
+
+// A restart in an external job: the probe asks for checkpoints and stops the job; the plan says from
+// which checkpoint it resumes and what the faults change about that resume (ResumeActions).
+TEST(PlanJson, ARestartSaysItsCheckpointAndWhatTheFaultsChangeAtTheResume) {
+  const std::string restart = "checkpoint: {every: 10}\nrestart: {at: 35}\n";
+  const auto healthy = plan_of("", restart);
+  EXPECT_EQ(healthy["checkpoint_every"], 10);
+  EXPECT_EQ(healthy["restart_at"], 35);
+  EXPECT_EQ(healthy["resume"], nlohmann::json({{"from_step", 30}, {"restore_sampler", true}, {"finish_scheduler", false}}));
+  const auto replay = plan_of("faults: [{kind: data_replay, at: 35, params: {mode: resume_drops_sampler_state}}]\n", restart);
+  EXPECT_EQ(replay["resume"], nlohmann::json({{"from_step", 30}, {"restore_sampler", false}, {"finish_scheduler", false}}));
+  const auto lr = plan_of("faults: [{kind: lr_zero, at: 35, params: {mode: finished_schedule_on_resume}}]\n", restart);
+  EXPECT_EQ(lr["resume"], nlohmann::json({{"from_step", 30}, {"restore_sampler", true}, {"finish_scheduler", true}}));
+  const auto none = plan_of("");
+  EXPECT_EQ(none["checkpoint_every"], 0);
+  EXPECT_EQ(none["restart_at"], -1);
+  EXPECT_FALSE(none.contains("resume"));
+  // the resolved scenario keeps them, and a restart still needs a checkpoint to resume from
+  const Scenario s = load_scenario_text(std::string(kHead) + restart + "expect: {cause: healthy}\n", "/x/s.yaml");
+  const Scenario back = load_scenario_text(to_yaml(s), "/x/s.yaml");
+  EXPECT_EQ(back.checkpoint_every, 10);
+  EXPECT_EQ(back.restart_at, 35);
+  EXPECT_THROW(load_scenario_text(std::string(kHead) + "restart: {at: 35}\nexpect: {cause: healthy}\n", "s.yaml"),
+               ScenarioError);
 }
 
 TEST(PlanJson, TheResolvedScenarioKeepsItsTrainer) {

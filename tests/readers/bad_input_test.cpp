@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "readers/tfrecord.h"
+#include "telemetry/tfrecord.h"
 #include "tests/readers/helpers.h"
 
 namespace flatline::testing {
@@ -159,7 +159,7 @@ TEST(BadInput, CsvQuoteErrorStopsWithByteOffset) {
 TEST(BadInput, TensorBoardCorruptAndTruncatedStillDiagnosed) {
   std::string s = read_all(logs("tensorboard/lr_zero/events.out.tfevents.1704110400.host.1.0"));
   // Corrupt one data byte of the 5th record, and cut the file inside its last record.
-  auto split = readers::split_tfrecords(s, "x", nullptr);
+  auto split = split_tfrecords(s, "x", nullptr);
   const uint64_t off = split[4].offset;
   s[off + 14] ^= 0x55;
   s.resize(s.size() - 5);

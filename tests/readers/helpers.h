@@ -7,7 +7,8 @@
 #include <unistd.h>
 
 #include "readers/reader.h"
-#include "readers/replay.h"
+#include "cli/replay.h"
+#include "telemetry/jsonl.h"
 
 namespace flatline::testing {
 
@@ -26,6 +27,13 @@ inline std::string temp_file(const std::string& name, const std::string& content
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << content;
   return p.string();
+}
+
+// Records as their JSON lines (every field, for comparing two reads of the same log).
+inline std::vector<std::string> lines_of(const std::vector<Record>& v) {
+  std::vector<std::string> out;
+  for (const auto& r : v) out.push_back(to_json(r));
+  return out;
 }
 
 inline Diagnosis diagnose(const std::string& path, const std::string& f = "auto", Warnings* w = nullptr) {

@@ -10,12 +10,6 @@
 namespace flatline::testing {
 namespace {
 
-std::vector<std::string> lines_of(const std::vector<Record>& v) {
-  std::vector<std::string> out;
-  for (const auto& r : v) out.push_back(to_json(r));
-  return out;
-}
-
 std::vector<Record> drain(LogStream& s, size_t max) {
   std::vector<Record> all, batch;
   while (s.next(batch, max)) all.insert(all.end(), batch.begin(), batch.end());

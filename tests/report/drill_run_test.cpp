@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "faults/effects.h"
+#include "faults/scenario_file.h"
 #include "report/drill_run.h"
 
 namespace flatline {

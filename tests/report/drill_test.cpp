@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "detectors/causes.h"
+#include "run/causes.h"
 #include "report/checklist_walk.h"
 #include "report/drill.h"
 #include "tests/report/fixtures.h"
@@ -142,7 +142,7 @@ Played play_sim(const std::string& name, uint64_t seed, const std::string& scrip
   text << f.rdbuf();
   DrillRun run = simulate_drill(plan_drill_of({path, text.str()}, seed, {64, 2000}), seed, std::launch::deferred);
   Played p;
-  const ManifestFault* truth = run.manifest->faults.empty() ? nullptr : &run.manifest->faults.front();
+  const FaultTruth* truth = run.manifest->faults.empty() ? nullptr : &run.manifest->faults.front();
   p.truth_rank = truth ? truth->rank : -1;
   int walk_rank = -1;
   const std::string walk = walk_verdict(walk_checklist(*run.summary), &walk_rank);

@@ -22,7 +22,7 @@ inline std::string scratch_dir(const std::string& tag) {
 
 // Writes parent/dir_name as a run directory; `fault` with an empty kind means a healthy run.
 inline std::string write_run(const std::string& parent, const std::string& dir_name, const std::string& scenario,
-                             const Spec& sp, ManifestFault fault = {}) {
+                             const Spec& sp, FaultTruth fault = {}) {
   const std::string dir = parent + "/" + dir_name;
   std::filesystem::create_directories(dir + "/telemetry");
   const auto ranks = generate(sp);
@@ -49,8 +49,8 @@ inline std::string write_run(const std::string& parent, const std::string& dir_n
   return dir;
 }
 
-inline ManifestFault fault(const std::string& kind, const std::string& mode, int rank, int64_t at) {
-  ManifestFault f;
+inline FaultTruth fault(const std::string& kind, const std::string& mode, int rank, int64_t at) {
+  FaultTruth f;
   f.kind = kind, f.mode = mode, f.rank = rank, f.active_from = at, f.onset_step = at;
   return f;
 }

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "sim/amp.h"
-#include "sim/loss_scaler.h"
+#include "run/loss_scaler.h"
 #include "sim/optimizer.h"
 #include "sim/torch_pch.h"
 

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "faults/effects.h"
+#include "faults/scenario_file.h"
 #include "sim/simulate/simulator.h"
 #include "tests/sim/ranks.h"
 

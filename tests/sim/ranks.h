@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/ports.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
 #include "sim/trainer.h"
 #include "telemetry/jsonl.h"
 

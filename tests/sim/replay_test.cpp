@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <map>
 
-#include "confirm/intervention.h"
+#include "faults/intervention.h"
 #include "tests/sim/ranks.h"
 
 namespace flatline::test {

@@ -1,6 +1,8 @@
 // Data-parallel training, determinism and resume: real ranks over c10d Gloo, exact values.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "core/protocol.h"
 #include "tests/sim/ranks.h"
 
 namespace flatline::test {
@@ -272,6 +275,81 @@ TEST(ErrorTiers, ABatchLargerThanTheDatasetIsAScenarioError) {
     if (r.kind == RecordKind::event && r.name == "error") events += r.detail;
   EXPECT_NE(events.find("smaller than one global batch"), std::string::npos) << events;
   EXPECT_EQ(events.find("internal error"), std::string::npos) << events;
+}
+
+// A checkpoint the launcher asks for near a finding (docs/DESIGN.md §8; core/protocol.h
+// kCheckpointRequestSignal). Only rank 0 sees the request (at step 5), yet every rank writes the same
+// step (they agree in the consistency all-reduce: on it with flatline's kernels, through the scalars read
+// back a step later with aten's), under checkpoints/live-step-N. The run stays the run without it: the
+// same step and eval records, the same events but for its checkpoint_save. The scenario's restart resumes
+// from its own checkpoint (step 4), never from the live one (step 5 or 6).
+class LiveCheckpoint : public ::testing::TestWithParam<const char*> {};
+
+// The events of a rank as (name, step, detail), the run directory in a detail replaced by "RUN".
+std::vector<std::string> events_of(const std::string& dir, int rank) {
+  std::vector<std::string> out;
+  for (const auto& r : read_jsonl(dir + "/telemetry/rank-" + std::to_string(rank) + ".jsonl", nullptr)) {
+    if (r.kind != RecordKind::event) continue;
+    std::string detail = r.detail;
+    for (size_t at; (at = detail.find(dir)) != std::string::npos;) detail.replace(at, dir.size(), "RUN");
+    out.push_back(r.name + "@" + std::to_string(r.step) + " " + detail);
+  }
+  return out;
+}
+
+std::vector<std::string> live_checkpoints_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/checkpoints"))
+    if (e.path().filename().string().rfind(kLiveCheckpointPrefix, 0) == 0) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_P(LiveCheckpoint, OneRanksRequestIsEveryRanksAndTheRunStaysAsItWas) {
+  Scenario s = tiny_gpt(2, 10);
+  s.kernels = GetParam();
+  s.checkpoint_every = 4;
+  s.eval_every = 3;
+  s.restart_at = 7;
+  const std::string plain = temp_dir("live-plain"), asked = temp_dir("live-asked");
+  run_ranks(s, plain);
+  run_ranks(s, plain, /*resume=*/true);
+  run_ranks(s, asked, false, true, nullptr, [](RankOptions& o) {
+    o.checkpoint_requests = [rank = o.rank](int64_t step) { return rank == 0 && step >= 5 ? 1 : 0; };
+  });
+  run_ranks(s, asked, /*resume=*/true);
+
+  const std::vector<std::string> live = live_checkpoints_in(asked);
+  ASSERT_EQ(live.size(), 1u);
+  const int64_t at = std::stoll(live[0].substr(std::string(kLiveCheckpointPrefix).size()));
+  EXPECT_EQ(at, std::string(GetParam()) == "aten" ? 6 : 5);  // aten: agreed from step 5's scalars, at step 6
+  const std::string ck = asked + "/checkpoints/" + live[0];
+  for (const char* f : {"/rank-0.pt", "/rank-1.pt", "/COMPLETE"}) EXPECT_TRUE(std::filesystem::exists(ck + f)) << f;
+  EXPECT_TRUE(live_checkpoints_in(plain).empty());
+  const std::string saved = "checkpoint_save@" + std::to_string(at) + " RUN/checkpoints/" + live[0];
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(deterministic_steps(asked, rank), deterministic_steps(plain, rank)) << "rank " << rank;
+    std::vector<std::string> ev = events_of(asked, rank), without;
+    EXPECT_EQ(std::count(ev.begin(), ev.end(), saved), 1) << "rank " << rank;
+    for (const auto& e : ev)
+      if (e != saved) without.push_back(e);
+    EXPECT_EQ(without, events_of(plain, rank)) << "rank " << rank;
+    EXPECT_NE(std::find(ev.begin(), ev.end(), "resume@4 from checkpoint step 4"), ev.end()) << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, LiveCheckpoint, ::testing::Values("flatline", "aten"));
+
+// However often it is asked, a rank writes at most kMaxLiveCheckpoints live checkpoints.
+TEST(LiveCheckpoint, ARankWritesAtMostTheBoundOfThem) {
+  Scenario s = tiny_gpt(2, 8);
+  const std::string dir = temp_dir("live-bound");
+  run_ranks(s, dir, false, false, nullptr, [](RankOptions& o) {
+    o.checkpoint_requests = [rank = o.rank](int64_t step) { return rank == 1 ? step : 0; };  // one more each step
+  });
+  std::vector<std::string> want;
+  for (int k = 1; k <= kMaxLiveCheckpoints; ++k) want.push_back(fmt::format("{}{:08d}", kLiveCheckpointPrefix, k));
+  EXPECT_EQ(live_checkpoints_in(dir), want);
 }
 
 }  // namespace flatline::test

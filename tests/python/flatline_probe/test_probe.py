@@ -3,6 +3,7 @@ plan carried out exactly. The 2-rank runs of the example trainers are the probe_
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -207,6 +208,105 @@ class ProbeTest(unittest.TestCase):
         self.assertEqual([r["step"] for r in rs if r["kind"] == "step"], [11, 12])
         events = [r["name"] for r in rs if r["kind"] == "event"]
         self.assertEqual(events[:3], ["run_start", "checkpoint_load", "resume"])
+
+    def test_checkpoint_due_once_after_each_multiple_of_checkpoint_every(self):
+        p = plan(steps=8)
+        p["checkpoint_every"] = 3
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=p)
+        due = []
+        for _ in range(8):
+            loss = probe.loss(torch.nn.functional.mse_loss(model(torch.ones(4, 2)), torch.zeros(4, 1)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if probe.checkpoint_due():
+                due.append(probe.step)
+                probe.checkpoint_saved(f"ckpt-{probe.step}")
+            self.assertFalse(probe.checkpoint_due())  # once
+        probe.close()
+        self.assertEqual(due, [3, 6])
+        saves = [r["step"] for r in records(self.dir) if r.get("name") == "checkpoint_save"]
+        self.assertEqual(saves, [3, 6])
+
+    def test_the_job_stops_for_the_restart_with_exit_status_3_before_the_next_step(self):
+        p = plan(steps=10)
+        p.update(checkpoint_every=2, restart_at=5,
+                 resume={"from_step": 4, "restore_sampler": True, "finish_scheduler": False})
+        plan_file = os.path.join(self.dir, "plan.json")
+        with open(plan_file, "w") as f:
+            json.dump(p, f)
+        script = (
+            "import torch\nfrom flatline_probe import attach\n"
+            "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            f"probe = attach({self.dir!r}, model, opt)\n"
+            "for _ in range(10):\n"
+            "    loss = probe.loss(model(torch.ones(4, 2)).square().mean())\n"
+            "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+            "print('not stopped')\n")
+        env = dict(os.environ, FLATLINE_PLAN=plan_file, PYTHONPATH=os.pathsep.join(
+            [os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"), os.environ.get("PYTHONPATH", "")]))
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertNotIn("not stopped", r.stdout)
+        rs = records(self.dir)
+        self.assertEqual([x["step"] for x in rs if x["kind"] == "step"], [1, 2, 3, 4, 5])
+        last = [x for x in rs if x["kind"] != "heartbeat"][-1]
+        self.assertEqual((last["name"], last["step"]), ("stop_for_restart", 5))
+        self.assertIn("resumes from its checkpoint of step 4", last["detail"])
+        # the resumed process (FLATLINE_RESUME=1) goes on past the restart
+        r = subprocess.run([sys.executable, "-c", script], env=dict(env, FLATLINE_RESUME="1"), capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def resumed_run(self, restore_sampler=True, finish_scheduler=False):
+        # 64 samples in batches of 4: 16 a epoch; resumed from a checkpoint of step 5, three steps more
+        p = plan(steps=12)
+        p.update(checkpoint_every=5, restart_at=6,
+                 resume={"from_step": 5, "restore_sampler": restore_sampler, "finish_scheduler": finish_scheduler})
+        os.environ["FLATLINE_RESUME"] = "1"
+        try:
+            torch.manual_seed(0)
+            data = TensorDataset(torch.arange(64.0).reshape(64, 1).repeat(1, 2), torch.ones(64, 1))
+            model = torch.nn.Linear(2, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            probe = attach(self.dir, model, opt, sampler=BatchSampler(SequentialSampler(data), 4, False), plan=p)
+            probe.checkpoint_loaded(5, "ckpt-5")
+            firsts = []
+            for x, y in DataLoader(data, batch_sampler=probe.sampler):
+                firsts.append(int(x[0, 0]))
+                loss = probe.loss(torch.nn.functional.mse_loss(model(x) * 1e-3, y))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if len(firsts) == 3:
+                    break
+            probe.close()
+        finally:
+            os.environ.pop("FLATLINE_RESUME", None)
+        steps = [r for r in records(self.dir) if r["kind"] == "step"]
+        return firsts, steps, opt
+
+    def test_a_healthy_resume_goes_on_where_the_checkpoint_left_the_epoch(self):
+        firsts, steps, _ = self.resumed_run()
+        self.assertEqual(firsts, [20, 24, 28])  # batches 5, 6, 7 of the epoch
+        self.assertEqual([r["step"] for r in steps], [6, 7, 8])
+        self.assertEqual([r["opt_step"] for r in steps], [6, 7, 8])
+        self.assertTrue(all(r["lr"] == 0.1 for r in steps))
+
+    def test_a_resume_that_drops_the_sampler_state_starts_the_epoch_over(self):
+        firsts, steps, _ = self.resumed_run(restore_sampler=False)
+        self.assertEqual(firsts, [0, 4, 8])  # batches 0, 1, 2 again
+        self.assertEqual([r["step"] for r in steps], [6, 7, 8])
+
+    def test_a_finished_schedule_restored_at_the_resume_makes_the_lr_zero(self):
+        firsts, steps, opt = self.resumed_run(finish_scheduler=True)
+        self.assertEqual(firsts, [20, 24, 28])
+        self.assertEqual([r["lr"] for r in steps], [0.0, 0.0, 0.0])
+        self.assertEqual([r["update_norm"] for r in steps], [0.0, 0.0, 0.0])
+        self.assertEqual(opt.param_groups[0]["lr"], 0.1)  # the job's own lr is given back after each update
 
     def test_a_plan_for_another_world_is_refused(self):
         p = plan()

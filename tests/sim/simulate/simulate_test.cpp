@@ -9,9 +9,10 @@
 #include <string>
 
 #include "detectors/triage.h"
-#include "faults/scenario.h"
+#include "faults/scenario_file.h"
+#include "run/causes.h"
 #include "sim/simulate/sinks.h"
-#include "sim/sampler.h"
+#include "run/sampler.h"
 #include "sim/simulate/model.h"
 #include "sim/simulate/simulator.h"
 #include "telemetry/jsonl.h"
@@ -79,7 +80,7 @@ TEST_P(FleetFault, NamedWithinStepsOfOnsetAt64Ranks) {
   const Diagnosis d = diagnose(s, o, &r);
   ASSERT_EQ(d.cause, c.cause) << to_text(d);
   const FaultTruth& t = r.truths.front();
-  if (t.rank >= 0 && (d.cause == "zero_grad_rank" || d.cause == "straggler")) {
+  if (t.rank >= 0 && names_rank(d.cause)) {
     EXPECT_EQ(d.rank, t.rank);
   }
   EXPECT_GE(d.detected_step, t.active_from) << to_text(d);
