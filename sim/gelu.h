@@ -1,12 +1,11 @@
-// GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2's gelu, PyTorch's gelu(approximate="tanh")):
-//   gelu(x) = 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2 / pi)
-// computed as x * sigmoid(2 k (x + 0.044715 x^3)) (the same function: 0.5 (1 + tanh(z)) = sigmoid(2z)),
-// with its derivative in the backward, from ATen's vectorised sigmoid. Why not at::gelu: Debian's
-// LibTorch 1.13 evaluates that tanh at 2.3 ns per element, forward and backward alike (its sigmoid:
-// 0.4 ns); this one takes 1.2 (forward) and 1.3 (backward) ns per element on one thread, 0.7 and 0.8 on
-// two (bench/README.md). Saves only x for the backward, as at::gelu does.
-// Agrees with at::gelu(x, "tanh") to ~1e-6 in value and gradient (tests/sim/gelu_test.cpp).
-// x: any shape, float32; returns a tensor of x's shape.
+// GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2's gelu, PyTorch's gelu(approximate="tanh")),
+// as one autograd function on the CPU kernels of sim/kernels.h (the formula and its derivative are
+// there): one pass over memory forward and one backward, where the ATen formulation it replaces,
+// x * sigmoid(2k (x + 0.044715 x^3)) with its derivative written out, took 4 ops forward and 8 backward.
+// The GPT block of `kernels: flatline` runs the same kernels fused with c_fc's bias (sim/gpt_block.h);
+// this one is GELU alone. Saves only x for the backward, as at::gelu does.
+// Agrees with at::gelu(x, "tanh") to ~1e-7 in value and ~1e-6 in gradient (tests/sim/gelu_test.cpp).
+// x: any shape, float32 on the CPU (else c10::Error); returns a contiguous tensor of x's shape.
 #pragma once
 #include "sim/torch_pch.h"
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "sim/fp16.h"
-#include "sim/gelu.h"
+#include "sim/gpt_block.h"
 
 namespace flatline {
 namespace F = torch::nn::functional;
@@ -67,9 +67,16 @@ struct Block : torch::nn::Module {
   }
 
   at::Tensor forward(at::Tensor x) {
+    // flatline kernels: the same block with its passes written out and its elementwise chains fused
+    // (sim/gpt_block.h); aten: the modules under autograd, as PyTorch runs them
+    if (!aten)
+      return fused_block(x,
+                         {ln1->weight, ln1->bias, c_attn->weight, c_attn->bias, c_proj->weight, c_proj->bias,
+                          ln2->weight, ln2->bias, c_fc->weight, c_fc->bias, mlp_proj->weight, mlp_proj->bias},
+                         n_head, ln1->options.eps());
     x = x + attention(ln1(x));
     at::Tensor h = c_fc(ln2(x));
-    return x + mlp_proj(aten ? at::gelu(h, "tanh") : gelu_tanh(h));
+    return x + mlp_proj(at::gelu(h, "tanh"));
   }
 
   int n_head;
@@ -105,7 +112,7 @@ class Gpt : public TrainModel {
     at::Tensor pos = at::arange(T, idx.options());
     at::Tensor x = boundary(wte_(idx) + wpe_(pos));
     for (auto& b : blocks_) x = boundary(b->forward(x));
-    x = ln_f_(x);
+    x = aten_ ? ln_f_(x) : fused_layernorm(x, ln_f_->weight, ln_f_->bias, ln_f_->options.eps());
     at::Tensor logits = boundary(at::matmul(x, (spec_.tied_head ? wte_->weight : lm_head_).t()));
     return at::cross_entropy_loss(logits.view({-1, 256}), targets.reshape({-1}));
   }

@@ -7,9 +7,12 @@
 //    -> linear(hidden) ReLU -> linear(10). PyTorch default init.
 // Both return the mean cross-entropy of a batch. set_precision("fp16" | "bf16") rounds activations and
 // their gradients through that format at module boundaries (sim/fp16.h), emulating it on CPU; the
-// `kernels: aten` step runs the model under real autocast instead (sim/amp.h) and set_aten_kernels(true)
-// gives it ATen's own GELU, which takes autocast's half-precision activations (sim/gelu.h is float32).
-// Either way the parameters are float32 on the model's device (model->to(device)).
+// `kernels: aten` step runs the model under real autocast instead (sim/amp.h). set_aten_kernels(true)
+// runs the GPT's blocks and final LayerNorm as modules under autograd (ATen's LayerNorm, GELU, softmax:
+// any dtype and device, autocast's half-precision activations included); false, the flatline kernels,
+// runs them as the fused autograd functions of sim/gpt_block.h (float32 on the CPU). The parameters,
+// their names and their order are the same either way (checkpoints move between the two), float32 on
+// the model's device (model->to(device)).
 #pragma once
 #include <memory>
 #include <vector>
