@@ -146,15 +146,15 @@ struct RankClock {
 
   // An event at t (the record's, or the latest seen when it has none).
   void on_event(const Record& r, double t) {
-    if (r.name == "checkpoint_save" || r.name == "eval_start") {
+    if (r.name == event::checkpoint_save || r.name == event::eval_start) {
       window = true;
-      eval_window = r.name == "eval_start";
+      eval_window = r.name == event::eval_start;
       pause_t = later(pause_t, t);
-    } else if (r.name == "eval_end") {
+    } else if (r.name == event::eval_end) {
       window = eval_window = false;
       pause_t = later(pause_t, t);
-    } else if (r.name == "run_start" || r.name == "checkpoint_load" || r.name == "resume" ||
-               r.name == "stop_for_restart") {
+    } else if (r.name == event::run_start || r.name == event::checkpoint_load || r.name == event::resume ||
+               r.name == event::stop_for_restart) {
       restart(t);
     }
   }

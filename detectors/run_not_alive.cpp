@@ -106,7 +106,7 @@ class RunNotAlive final : public BlockDetector {
     gate_.see(r.rank);
     RankClock& s = ranks_[r.rank];
     const bool has_t = finite(r.t);
-    if (r.kind == RecordKind::event && r.name == "stopped") {  // the launcher's word, not the rank's
+    if (r.kind == RecordKind::event && r.name == event::stopped) {  // the launcher's word, not the rank's
       if (has_t) {
         silence_check(r.rank, s, r.t);
         gate_.advance(r.rank, r.t);
@@ -128,11 +128,11 @@ class RunNotAlive final : public BlockDetector {
       const double t = has_t ? r.t : s.latest_t;
       s.on_event(r, t);
       // a hang's words first: a watchdog timeout that then aborts the process (SIGABRT) was a hang
-      if (r.name == "error" && mentions_hang(r.detail))
+      if (r.name == event::error && mentions_hang(r.detail))
         offer(r.rank, t, finding(s, t, 0.8, fmt::format("error on rank {} after step {}: {}", r.rank, s.last_step,
                                                         r.detail)),
               Kind::error);
-      else if (r.name == "error" && mentions_death(r.detail)) {
+      else if (r.name == event::error && mentions_death(r.detail)) {
         // Ended long after its last step (no step for 10 median steps and a minute): it hung, then was
         // killed; else it died while stepping: a crash.
         const double gap = finite(s.last_step_t) && finite(t) ? t - s.last_step_t : 0;

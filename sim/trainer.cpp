@@ -125,7 +125,7 @@ class RankTelemetry {
       r.rank = rank_;
       r.t = clock.t();
       r.step = watchdog.step();
-      r.name = "interrupted";
+      r.name = event::interrupted;
       r.detail = why;
       out_.post_last(std::move(r));
     });
@@ -160,7 +160,7 @@ std::unique_ptr<Comm> join(const RankOptions& o, const Placement& place, RankTel
         place.device);
   } catch (const std::exception& e) {  // the peers never met: the telemetry still says why this rank ended
     try {
-      tel.event("error", 0, message_of(e));
+      tel.event(event::error, 0, message_of(e));
       tel.out().drain();
     } catch (...) {
     }
@@ -258,7 +258,7 @@ Progress start_or_restore(const RankOptions& o, RunPlan& plan, TrainModel& model
   Progress pr;
   if (!o.resume && !o.carry_on) {
     pr.c = plan.start();
-    tel.event("run_start", 0, fmt::format("world_size {}, scenario {}", o.world_size, sc.name));
+    tel.event(event::run_start, 0, fmt::format("world_size {}, scenario {}", o.world_size, sc.name));
     return pr;
   }
   const LoadedCheckpoint ck =
@@ -271,12 +271,12 @@ Progress start_or_restore(const RankOptions& o, RunPlan& plan, TrainModel& model
   } else {
     plan.carry_on(pr.c, pr.resumed_from >= 0);
   }
-  tel.event("resume", pr.c.step,
+  tel.event(event::resume, pr.c.step,
             !o.resume                    ? fmt::format("from checkpoint step {}, carrying on (a replay)", ck.step)
             : ck.written_by == o.world_size ? fmt::format("from checkpoint step {}", ck.step)
                                             : fmt::format("from checkpoint step {}, re-sharded from {} to {} ranks",
                                                           ck.step, ck.written_by, o.world_size));
-  tel.event("checkpoint_load", pr.c.step, ck.dir);
+  tel.event(event::checkpoint_load, pr.c.step, ck.dir);
   return pr;
 }
 
@@ -327,13 +327,13 @@ class CheckpointRequests {
 void save(const std::string& dir, const Progress& pr, TrainModel& model, StepPath& path, Comm& comm,
           const RankOptions& o, RankTelemetry& tel) {
   write_checkpoint(dir, o.rank, comm, o.scenario.model, model, path.optimizer(), pr);
-  tel.event("checkpoint_save", pr.c.step, dir);
+  tel.event(event::checkpoint_save, pr.c.step, dir);
 }
 
 // ---- eval: every rank evaluates its share of the held-out batches; mean over ranks -----------------
 void evaluate(int64_t step, const Scenario& sc, const TrainData& data, StepPath& path, Comm& comm,
               RankTelemetry& tel) {
-  tel.event("eval_start", step);
+  tel.event(event::eval_start, step);
   at::NoGradGuard ng;
   const auto f64 = at::TensorOptions().dtype(at::kDouble).device(comm.device());
   at::Tensor sum = at::zeros({}, f64);
@@ -357,7 +357,7 @@ void evaluate(int64_t step, const Scenario& sc, const TrainData& data, StepPath&
   e.step = step;
   e.eval_loss = h[0].item<double>() / std::max(1.0, h[1].item<double>());
   tel.out().post(std::move(e));
-  tel.event("eval_end", step);
+  tel.event(event::eval_end, step);
 }
 
 }  // namespace
@@ -473,7 +473,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
       // ---- restart: the scheduler stops every rank here; new processes resume from the checkpoint -----
       if (plan.stops_for_restart(step, resumed)) {
         path->flush();
-        tel.event("stop_for_restart", step);
+        tel.event(event::stop_for_restart, step);
         result.stopped_for_restart = true;
         break;
       }
@@ -488,7 +488,7 @@ static RankResult train_rank_unchecked(const RankOptions& o) {
         result.params.insert(result.params.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
       }
     if (!result.stopped_for_restart)
-      tel.event("run_end", result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
+      tel.event(event::run_end, result.last_step, fmt::format("param_mismatches {}", result.param_mismatches));
   } catch (const std::exception& e) {  // typed by train_rank() below
     // A completed step whose scalars arrived before the failure still gets its record.
     if (path) {

@@ -113,7 +113,7 @@ void Walk::actions(int64_t s) {
 
 SimResult Walk::run() {
   const std::string started = fmt::format("world_size {}, scenario {} (simulated)", world_, sc_.name);
-  for (int r = 0; r < world_; ++r) event(r, "run_start", 0, 0, started);
+  for (int r = 0; r < world_; ++r) event(r, event::run_start, 0, 0, started);
   for (int64_t s = 1; s <= sc_.steps; ++s) {
     actions(s);
     // Every rank blocked fetching its batch past the launcher's progress watchdog: stopped by it. (Each
@@ -144,7 +144,7 @@ SimResult Walk::run() {
     }
     step(s);
     if (sc_.eval_every > 0 && s % sc_.eval_every == 0) {
-      for (int r = 0; r < world_; ++r) event(r, "eval_start", s, t_);
+      for (int r = 0; r < world_; ++r) event(r, event::eval_start, s, t_);
       pause("eval", kEvalS, s);
       for (int r = 0; r < world_; ++r) {
         if (!writes(r)) continue;
@@ -155,7 +155,7 @@ SimResult Walk::run() {
         rec_.t = t_;
         rec_.eval_loss = loss_at(tr_.progress) * 1.03;
         write(rec_);
-        event(r, "eval_end", s, t_);
+        event(r, event::eval_end, s, t_);
       }
     }
     if (sc_.checkpoint_every > 0 && s % sc_.checkpoint_every == 0) {
@@ -163,15 +163,15 @@ SimResult Walk::run() {
       saved_ = tr_;
       saved_step_ = s;
       const std::string path = fmt::format("checkpoints/step-{:08d}", s);
-      for (int r = 0; r < world_; ++r) event(r, "checkpoint_save", s, t_, path);
+      for (int r = 0; r < world_; ++r) event(r, event::checkpoint_save, s, t_, path);
     }
     if (plan_.stops_for_restart(s, resumed_)) {  // every rank stops; new processes resume from the checkpoint
-      for (int r = 0; r < world_; ++r) event(r, "stop_for_restart", s, t_);
+      for (int r = 0; r < world_; ++r) event(r, event::stop_for_restart, s, t_);
       resumed_ = true;
       t_ += kRestartGapS;
       for (int r = 0; r < world_; ++r) next_hb_[r] = t_ + hb_s_ * unif(key(seed_, 8, s, r));
       if (saved_step_ < 0) {
-        for (int r = 0; r < world_; ++r) event(r, "error", s, t_, "resume asked but no complete checkpoint");
+        for (int r = 0; r < world_; ++r) event(r, event::error, s, t_, "resume asked but no complete checkpoint");
         res_.failed = true;
         res_.error = "resume asked but no complete checkpoint";
         break;
@@ -181,14 +181,14 @@ SimResult Walk::run() {
       const std::string from = fmt::format("from checkpoint step {}", saved_step_),
                         path = fmt::format("checkpoints/step-{:08d}", saved_step_);
       for (int r = 0; r < world_; ++r) {
-        event(r, "resume", saved_step_, t_, from);
-        event(r, "checkpoint_load", saved_step_, t_, path);
+        event(r, event::resume, saved_step_, t_, from);
+        event(r, event::checkpoint_load, saved_step_, t_, path);
       }
       s = saved_step_;
     }
   }
   if (!res_.failed)
-    for (int r = 0; r < world_; ++r) event(r, "run_end", res_.last_step, t_, "param_mismatches 0");
+    for (int r = 0; r < world_; ++r) event(r, event::run_end, res_.last_step, t_, "param_mismatches 0");
   res_.t_end = t_;
   finish_run();
   return res_;
@@ -303,88 +303,97 @@ void Walk::step(int64_t s) {
   int64_t top = res_.max_logged_step;
   for (size_t r = 0; r < W; ++r) top = tr_.logged_step[r] > top ? tr_.logged_step[r] : top;
   if (logged) res_.max_logged_step = top;
-  if (logged && !all_out_) {
-    const uint64_t flags = StepBlock::kAllFields | (overflow ? StepBlock::kOverflowValue : 0) |
-                           (skipped ? StepBlock::kSkippedValue : 0);
-    fill_some(s, index, loss_avg, t_end, flags, gn, zero_frac);
-    StepBlock& c = rows_;
-    const size_t K = c.rows();
-    for (size_t k = 0; k < K; ++k) {
-      c.opt_step[k] = tr_.c.opt_step, c.epoch[k] = sampler_.epoch(index), c.samples_seen[k] = tr_.c.samples_seen;
-      c.lr[k] = lr, c.grad_norm[k] = grad_norm, c.grad_zero_frac[k] = zero_frac, c.param_norm[k] = param_norm;
-      c.update_norm[k] = update_norm, c.loss_scale[k] = scale_used, c.step_ms[k] = step_ms;
-    }
-    c.seal();
-    int64_t beats = 0;
-    for (const auto& run : c.beats) beats += run.n;
-    res_.step_records += static_cast<int64_t>(K);
-    res_.records += static_cast<int64_t>(K) + beats;
-    res_.heartbeats += beats;
-    if (handoff_) handoff_->rows(c);
-    else sink_.write_block(c);
-    c.beats.clear();
-  } else if (logged) {
-    StepBlock& c = rows_;
-    // what every rank logs alike (one loop per column: plain stores the compiler vectorises)
-    const int64_t opt = tr_.c.opt_step, epoch = sampler_.epoch(index), seen = tr_.c.samples_seen;
-    for (size_t r = 0; r < W; ++r) c.opt_step[r] = opt, c.epoch[r] = epoch, c.samples_seen[r] = seen;
-    for (size_t r = 0; r < W; ++r) c.lr[r] = lr, c.grad_norm[r] = grad_norm, c.grad_zero_frac[r] = zero_frac;
-    for (size_t r = 0; r < W; ++r) c.param_norm[r] = param_norm, c.update_norm[r] = update_norm;
-    for (size_t r = 0; r < W; ++r) c.loss_scale[r] = scale_used, c.step_ms[r] = step_ms;
+  if (logged) {
     const uint64_t flags = StepBlock::kAllFields | (overflow ? StepBlock::kOverflowValue : 0) |
                            (skipped ? StepBlock::kSkippedValue : 0);  // every field, overflow and skipped as logged
-    // every rank's batch hash, or only those of the ranks the sink reads (RecordSink::batch_hash_ranks)
-    const uint64_t rank_flags = hash_ranks_ ? flags & ~StepBlock::kBatchHash : flags;
-    for (size_t r = 0; r < W; ++r) c.flags[r] = rank_flags;
-    if (hash_ranks_)
-      for (const int r : *hash_ranks_)
-        if (r >= 0 && r < world_) c.flags[r] = flags;
-    fill_rows(s, index, loss_avg, t_end);
-    // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
-    gauss_draws(step_key(seed_, 6, s), 0, W, draws_.data());
-    const double gnk = gn * kLocalOverGlobal, kept = 1 - zero_frac;
-    const bool zero_g = RunPlan::contributes_zeros(g);
-    for (size_t r = 0; r < W; ++r)
-      c.local_grad_norm[r] = zero_g ? 0.0
-                             : g.inject_inf ? std::numeric_limits<double>::infinity()
-                                            : gnk * (1 + 0.05 * draws_[r]) * kept;
-    for (const int r : targeted_ranks_) {
-      const StepActions& a = act(r);
-      c.local_grad_norm[r] = RunPlan::contributes_zeros(a) ? 0.0
-                             : a.inject_inf ? std::numeric_limits<double>::infinity()
-                                            : gnk * (1 + 0.05 * draws_[r]) * kept;
-    }
-    // every row carries every field; with no logger frozen every row logs step s (else seal() looks)
-    bool frozen = g.freeze_logging;
-    for (const int r : targeted_ranks_) frozen = frozen || act(r).freeze_logging;
-    if (frozen) {
-      c.seal();
-    } else {
-      c.all_has = StepBlock::kAllFields;
-      c.lockstep = W > 0;
-      c.t_max = StepBlock::kNaN;
-      for (size_t r = 0; r < W; ++r) c.t_max = c.t[r] > c.t_max || r == 0 ? c.t[r] : c.t_max;
-    }
-    for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
-      rec_ = Record{};
-      rec_.rank = r;
-      rec_.step = c.step[r];
-      rec_.t = c.t[r];
-      onsets_.observe(rec_);
-    }
-    int64_t beats = 0;
-    for (const auto& run : c.beats) beats += run.n;
-    res_.step_records += static_cast<int64_t>(W);
-    res_.records += static_cast<int64_t>(W) + beats;
-    res_.heartbeats += beats;
-    if (handoff_) handoff_->rows(c);
-    else sink_.write_block(c);
-    c.beats.clear();
+    const StepValues v{s, index, loss_avg, t_end, flags, gn, zero_frac, lr, grad_norm, param_norm, update_norm,
+                       scale_used, step_ms};
+    if (all_out_) log_all(v);
+    else log_some(v);
   } else {
     flush_beats();
   }
   t_ = t_end + 1e-4;
   res_.last_step = s;
+}
+
+// The step's records of the output ranks alone (SimOptions::output_ranks), one at a time.
+void Walk::log_some(const StepValues& v) {
+  fill_some(v.s, v.index, v.loss_avg, v.t_end, v.flags, v.gn, v.zero_frac);
+  StepBlock& c = rows_;
+  const size_t K = c.rows();
+  for (size_t k = 0; k < K; ++k) {
+    c.opt_step[k] = tr_.c.opt_step, c.epoch[k] = sampler_.epoch(v.index), c.samples_seen[k] = tr_.c.samples_seen;
+    c.lr[k] = v.lr, c.grad_norm[k] = v.grad_norm, c.grad_zero_frac[k] = v.zero_frac, c.param_norm[k] = v.param_norm;
+    c.update_norm[k] = v.update_norm, c.loss_scale[k] = v.scale_used, c.step_ms[k] = v.step_ms;
+  }
+  c.seal();
+  hand_off(c);
+}
+
+// The step's records of every rank: one loop per column, the block in lockstep unless a logger froze.
+void Walk::log_all(const StepValues& v) {
+  const StepActions& g = generic_;
+  const size_t W = static_cast<size_t>(world_);
+  StepBlock& c = rows_;
+  // what every rank logs alike (one loop per column: plain stores the compiler vectorises)
+  const int64_t opt = tr_.c.opt_step, epoch = sampler_.epoch(v.index), seen = tr_.c.samples_seen;
+  for (size_t r = 0; r < W; ++r) c.opt_step[r] = opt, c.epoch[r] = epoch, c.samples_seen[r] = seen;
+  for (size_t r = 0; r < W; ++r) c.lr[r] = v.lr, c.grad_norm[r] = v.grad_norm, c.grad_zero_frac[r] = v.zero_frac;
+  for (size_t r = 0; r < W; ++r) c.param_norm[r] = v.param_norm, c.update_norm[r] = v.update_norm;
+  for (size_t r = 0; r < W; ++r) c.loss_scale[r] = v.scale_used, c.step_ms[r] = v.step_ms;
+  // every rank's batch hash, or only those of the ranks the sink reads (RecordSink::batch_hash_ranks)
+  const uint64_t rank_flags = hash_ranks_ ? v.flags & ~StepBlock::kBatchHash : v.flags;
+  for (size_t r = 0; r < W; ++r) c.flags[r] = rank_flags;
+  if (hash_ranks_)
+    for (const int r : *hash_ranks_)
+      if (r >= 0 && r < world_) c.flags[r] = v.flags;
+  fill_rows(v.s, v.index, v.loss_avg, v.t_end);
+  // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
+  gauss_draws(step_key(seed_, 6, v.s), 0, W, draws_.data());
+  const double gnk = v.gn * kLocalOverGlobal, kept = 1 - v.zero_frac;
+  const bool zero_g = RunPlan::contributes_zeros(g);
+  for (size_t r = 0; r < W; ++r)
+    c.local_grad_norm[r] = zero_g ? 0.0
+                           : g.inject_inf ? std::numeric_limits<double>::infinity()
+                                          : gnk * (1 + 0.05 * draws_[r]) * kept;
+  for (const int r : targeted_ranks_) {
+    const StepActions& a = act(r);
+    c.local_grad_norm[r] = RunPlan::contributes_zeros(a) ? 0.0
+                           : a.inject_inf ? std::numeric_limits<double>::infinity()
+                                          : gnk * (1 + 0.05 * draws_[r]) * kept;
+  }
+  // every row carries every field; with no logger frozen every row logs step s (else seal() looks)
+  bool frozen = g.freeze_logging;
+  for (const int r : targeted_ranks_) frozen = frozen || act(r).freeze_logging;
+  if (frozen) {
+    c.seal();
+  } else {
+    c.all_has = StepBlock::kAllFields;
+    c.lockstep = W > 0;
+    c.t_max = StepBlock::kNaN;
+    for (size_t r = 0; r < W; ++r) c.t_max = c.t[r] > c.t_max || r == 0 ? c.t[r] : c.t_max;
+  }
+  for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
+    rec_ = Record{};
+    rec_.rank = r;
+    rec_.step = c.step[r];
+    rec_.t = c.t[r];
+    onsets_.observe(rec_);
+  }
+  hand_off(c);
+}
+
+// A logged step's block, counted, to the sink (through the hand-off thread where there is one).
+void Walk::hand_off(StepBlock& c) {
+  int64_t beats = 0;
+  for (const auto& run : c.beats) beats += run.n;
+  res_.step_records += static_cast<int64_t>(c.rows());
+  res_.records += static_cast<int64_t>(c.rows()) + beats;
+  res_.heartbeats += beats;
+  if (handoff_) handoff_->rows(c);
+  else sink_.write_block(c);
+  c.beats.clear();
 }
 
 // The per-rank columns of a logged step: the logger's step and loss, its mean, t, the batch hash and
@@ -485,7 +494,7 @@ void Walk::hang(int64_t s, int hung) {
       if (t_err <= tau) {
         failed[r] = 1;
         if (r != hung)
-          event(r, "error", s - 1, t_err,
+          event(r, event::error, s - 1, t_err,
                 fmt::format("Timed out waiting {:.0f}ms for recv operation to complete (gloo allreduce, step {})",
                             sc_.collective_timeout_s * 1000, s));
       }
@@ -513,7 +522,7 @@ void Walk::stall(int64_t s, double bound) {
   const std::string why = fmt::format("no step from any rank for {:.1f} s while records still arrive: every rank "
                                       "stopped by the launcher",
                                       bound);
-  for (int r = 0; r < world_; ++r) event(r, "stopped", s - 1, t_, why);
+  for (int r = 0; r < world_; ++r) event(r, event::stopped, s - 1, t_, why);
   res_.failed = true;
   res_.error = fmt::format("every rank blocked fetching the batch of step {}; {}", s, why);
 }
@@ -560,7 +569,7 @@ void Walk::flush_beats() {
 
 void Walk::event(int r, const char* name, int64_t s, double t, const std::string& detail) {
   if (!writes(r)) {  // a silent rank: only its resume counts, for the onset clock
-    if (std::find(onset_ranks_.begin(), onset_ranks_.end(), r) == onset_ranks_.end() || std::strcmp(name, "resume"))
+    if (std::find(onset_ranks_.begin(), onset_ranks_.end(), r) == onset_ranks_.end() || std::strcmp(name, event::resume))
       return;
     rec_ = Record{};
     rec_.kind = RecordKind::event;

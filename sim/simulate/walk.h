@@ -41,6 +41,15 @@ class Walk {
   const StepActions& act(int r) const { return cls_[r] < 0 ? generic_ : targeted_[cls_[r]]; }
   double compute_of(const StepActions& a, double g) const;  // a rank's forward + backward ms
   void step(int64_t s);                  // one optimizer step on every rank
+  struct StepValues {  // what a logged step's records carry besides the per-rank columns
+    int64_t s, index;
+    double loss_avg, t_end;
+    uint64_t flags;  // StepBlock's: every field, overflow and skipped as logged
+    double gn, zero_frac, lr, grad_norm, param_norm, update_norm, scale_used, step_ms;
+  };
+  void log_all(const StepValues& v);     // the step's records of every rank
+  void log_some(const StepValues& v);    // of the output ranks alone
+  void hand_off(StepBlock& c);           // a logged step's block, counted, to the sink
   void fill_rows(int64_t s, int64_t index, double loss_avg, double t_end);  // the step's records
   // The same for the output ranks alone (SimOptions::output_ranks), one at a time.
   void fill_some(int64_t s, int64_t index, double loss_avg, double t_end, const uint64_t flags, double gn,
