@@ -1,6 +1,6 @@
 // JSONL codec for Record. Writing is hand-rolled with fmt for a fixed field order and shortest
 // round-trip doubles (nlohmann only escapes strings). Parsing: a line in the writer's own form in one
-// pass (below, "the writer's own form"); any other line with simdjson's On-Demand API (Debian
+// pass (telemetry/jsonl_writer_form.cpp); any other line with simdjson's On-Demand API (Debian
 // libsimdjson-dev 3.0): one parser reused for every line, the fields dispatched in the order the
 // writer puts them, no intermediate DOM.
 #include "telemetry/jsonl.h"
@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/input_file.h"
+#include "telemetry/jsonl_fields.h"
 
 #include <fmt/format.h>
 
@@ -109,56 +110,8 @@ namespace {
 
 namespace od = simdjson::ondemand;
 namespace sj = ::simdjson;
+using namespace jsonl_detail;  // the fields and their keys (telemetry/jsonl_fields.h)
 
-
-// The fields of a record in the order to_json() writes them (and parse errors are reported in).
-enum Field : int {
-  fKind, fRank, fT, fStep, fOptStep, fLoss, fLossAvg, fLr, fGradNorm, fLocalGradNorm, fGradZeroFrac, fParamNorm,
-  fUpdateNorm, fLossScale, fOverflow, fSkipped, fBatchHash, fEpoch, fSamplesSeen, fStepMs, fCommMs, fParamMismatches,
-  fPhase, fName, fDetail, fEvalLoss, kFields, fUnknown = kFields
-};
-constexpr std::string_view kNames[kFields] = {
-    "kind",       "rank",       "t",          "step",     "opt_step",  "loss",          "loss_avg",
-    "lr",         "grad_norm",  "local_grad_norm", "grad_zero_frac", "param_norm", "update_norm", "loss_scale",
-    "overflow",   "skipped",    "batch_hash", "epoch",    "samples_seen", "step_ms",    "comm_ms",
-    "param_mismatches", "phase", "name",      "detail",     "eval_loss"};
-
-// A key compared as two 64-bit words (its name, the rest masked off) and its closing quote. Every name
-// is at most 16 bytes, and a key of the line has SIMDJSON_PADDING readable bytes after it, so the 17
-// bytes at a key are always readable (a library memcmp per key was 6% of the reader's time).
-struct KeyWords {
-  uint64_t w[2] = {0, 0}, mask[2] = {0, 0};
-  size_t len = 0;
-};
-constexpr KeyWords key_words(std::string_view name) {
-  KeyWords k;
-  k.len = name.size();
-  for (size_t i = 0; i < name.size(); ++i) {
-    k.w[i / 8] |= uint64_t{static_cast<unsigned char>(name[i])} << (8 * (i % 8));
-    k.mask[i / 8] |= uint64_t{0xff} << (8 * (i % 8));
-  }
-  return k;
-}
-constexpr auto kKeyWords = [] {
-  std::array<KeyWords, kFields> k{};
-  for (int i = 0; i < kFields; ++i) {
-    if (kNames[i].size() > 16) throw "a field name longer than 16 bytes";  // (not a constant expression)
-    k[static_cast<size_t>(i)] = key_words(kNames[i]);
-  }
-  return k;
-}();
-
-inline uint64_t load64(const char* p) {  // little-endian words, as key_words() builds them
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  return v;
-}
-inline bool key_is(const char* raw, const KeyWords& k) {
-  return (((load64(raw) ^ k.w[0]) & k.mask[0]) | ((load64(raw + 8) ^ k.w[1]) & k.mask[1])) == 0 && raw[k.len] == '"';
-}
 
 // Lines come from the writer in a fixed order: try where the last key left off first. Keys are
 // compared raw (not unescaped: none of ours has an escape; an escaped spelling is an unknown key).
@@ -267,34 +220,6 @@ bool as_string(od::value& v, std::string& out, bool& present, std::string& why) 
   return true;
 }
 
-// The value of each hex digit; 16 for any other byte.
-constexpr auto kHex = [] {
-  std::array<uint8_t, 256> t{};
-  for (int c = 0; c < 256; ++c)
-    t[static_cast<size_t>(c)] = c >= '0' && c <= '9' ? static_cast<uint8_t>(c - '0')
-                                : c >= 'a' && c <= 'f' ? static_cast<uint8_t>(c - 'a' + 10)
-                                : c >= 'A' && c <= 'F' ? static_cast<uint8_t>(c - 'A' + 10)
-                                                       : uint8_t{16};
-  return t;
-}();
-
-// Up to 16 hex digits, nothing else (strtoull alone would also take "-1" as 2^64 - 1, "0x..." and
-// leading spaces): false for anything else. Without a branch per digit (random hex digits made one
-// mispredict half the time).
-bool hex64(std::string_view s, uint64_t& out) {
-  if (s.size() > 16) return false;
-  uint64_t v = 0;
-  unsigned bad = 0;
-  for (const char c : s) {
-    const unsigned d = kHex[static_cast<unsigned char>(c)];
-    bad |= d;
-    v = (v << 4) | (d & 15);
-  }
-  if (bad & 16) return false;
-  out = v;
-  return true;
-}
-
 // A document that is not an object: valid JSON of another type ("expected a JSON object"), or not JSON.
 bool valid_non_object(od::document& doc) {
   od::json_type type;
@@ -316,299 +241,6 @@ bool valid_non_object(od::document& doc) {
   }
   const char* rest = nullptr;
   return ok && doc.current_location().get(rest) != sj::SUCCESS;
-}
-
-// --- the writer's own form, in one pass ------------------------------------------------------------
-// to_json() writes one object on one line, without whitespace, escapes or nesting, and so does the
-// Python probe (python/flatline_probe/telemetry.py: json.dumps with compact separators, keys in its own
-// order, non-ASCII escaped). Such a line is parsed here in a single pass over its bytes, with no
-// structural index and no document iterator: profiled reading an 8-rank run (bench/README.md), the
-// per-line stage 1 of simdjson, its document iteration, its number parsing and the dispatch of fields
-// on top were ~60% of the reader's time. The pass accepts exactly this form:
-//   '{' "key":value (',' "key":value)* '}'   (nothing before or after; each of our keys at most once)
-//   value: a JSON number (RFC 8259 §6), true, false, null, or a string of printable ASCII without
-//   backslash, as the field's type wants it (a number, or "nan"/"inf"/... for a double field; an
-//   integer token for an integer field; true/false for a flag).
-// Anything else (whitespace, an escape, a byte >= 0x80, an unknown or repeated key, a nested value, a
-// number this pass does not convert exactly, any error) is handed to the general parser below, which
-// decides it as before: the records, the warnings and their wording are the general parser's.
-// tests/telemetry/jsonl_parsers_test.cpp holds the two to the same Records, field by field and bit by bit.
-
-enum class FieldType : uint8_t { kind, integer, number, flag, hash, text };
-constexpr FieldType type_of(Field id) {
-  switch (id) {
-    case fKind: return FieldType::kind;
-    case fRank: case fStep: case fOptStep: case fEpoch: case fSamplesSeen: case fParamMismatches: return FieldType::integer;
-    case fOverflow: case fSkipped: return FieldType::flag;
-    case fBatchHash: return FieldType::hash;
-    case fPhase: case fName: case fDetail: return FieldType::text;
-    default: return FieldType::number;
-  }
-}
-
-inline bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
-
-// 10^n as an integer, n <= 8.
-constexpr uint64_t kPow10u[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
-
-// Appends the digits at p (at most `most` of them) to m (m * 10^n + their value), p past them;
-// returns n. Eight bytes at a time where eight are readable: the run of digits they start with is
-// found from the bytes that are not digits, and converted with the SWAR steps of simdjson and
-// fast_float (Lemire, "Number Parsing at a Gigabyte per Second", 2021), the bytes after it shifted
-// out (a byte-at-a-time loop over the 15-17 digits of a shortest round-trip double was the largest
-// cost left).
-inline int take_digits(const char*& p, const char* end, uint64_t& m, int most) {
-  int n = 0;
-  while (end - p >= 8 && n < most) {
-    const uint64_t w = load64(p);
-    // The high bit of each byte that is not '0'..'9' (a byte's carry or borrow reaches only the
-    // bytes after it: the first such byte is found exactly).
-    const uint64_t other = ((w + 0x4646464646464646) | (w - 0x3030303030303030)) & 0x8080808080808080;
-    const int k = std::min(other ? __builtin_ctzll(other) / 8 : 8, most - n);
-    if (k == 0) return n;
-    uint64_t v = (w - 0x3030303030303030) << (8 * (8 - k));  // the k digits, zeros before them
-    v = (v * 10) + (v >> 8);
-    v = (((v & 0x000000FF000000FF) * (100 + (1000000ULL << 32))) + (((v >> 16) & 0x000000FF000000FF) * (1 + (10000ULL << 32)))) >> 32;
-    m = m * kPow10u[k] + v;
-    p += k;
-    n += k;
-    if (k < 8) return n;
-  }
-  while (n < most && p < end && is_digit(*p)) m = m * 10 + static_cast<uint64_t>(*p++ - '0'), ++n;
-  return n;
-}
-
-// A JSON number at p (the grammar of RFC 8259 §6: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), p past
-// it, converted by simdjson's own conversion (compute_float_64: Clinger's fast path, else Eisel-Lemire),
-// the one its get_double() ends in: the same bits. false: not that grammar, or a number left to the
-// general parser (more than 19 significant digits, an exponent of more than 4 digits, out of simdjson's
-// fast range, a subnormal result).
-bool number(const char*& p, const char* end, double& out) {
-  const bool neg = p < end && *p == '-';
-  p += neg;
-  const char* const first = p;
-  uint64_t m = 0;  // the significant digits (at most 19: no overflow)
-  int sig = 0, frac = 0;
-  if (p < end && *p == '0') {
-    ++p;
-  } else if (p < end && is_digit(*p)) {
-    do m = m * 10 + static_cast<uint64_t>(*p++ - '0');  // (mostly 1-3 digits: a loop is quicker)
-    while (p < end && is_digit(*p) && p - first < 19);
-    sig = static_cast<int>(p - first);
-  } else {
-    return false;
-  }
-  if (p < end && is_digit(*p)) return false;  // a leading zero, or 20 digits
-  if (p < end && *p == '.') {
-    const char* const f = ++p;
-    if (m == 0)
-      while (p < end && *p == '0') ++p;  // zeros before the first significant digit
-    sig += take_digits(p, end, m, 19 - sig);
-    if (p < end && is_digit(*p)) return false;  // a 20th significant digit
-    frac = static_cast<int>(p - f);
-    if (frac == 0) return false;
-  }
-  int e = 0;
-  if (p < end && (*p == 'e' || *p == 'E')) {
-    ++p;
-    const bool eneg = p < end && (*p == '-' || *p == '+') ? *p++ == '-' : false;
-    const char* d = p;
-    while (p < end && is_digit(*p) && p - d < 5) e = e * 10 + (*p++ - '0');
-    if (p == d || p - d > 4) return false;
-    if (eneg) e = -e;
-  }
-  e -= frac;
-  if (e < sj::internal::smallest_power || e > sj::internal::largest_power) return false;
-  double v;
-  if (!sj::builtin::numberparsing::compute_float_64(e, m, neg, v)) return false;
-  if (m != 0 && !std::isnormal(v)) return false;
-  out = v;
-  return true;
-}
-
-// An integer token (no fraction, no exponent, at most 18 digits: always an int64).
-bool integer(const char*& p, const char* end, int64_t& out) {
-  const bool neg = p < end && *p == '-';
-  p += neg;
-  if (p == end || !is_digit(*p)) return false;
-  int64_t v = 0;
-  if (*p == '0') {
-    ++p;
-  } else {
-    const char* d = p;
-    while (p < end && is_digit(*p) && p - d < 18) v = v * 10 + (*p++ - '0');
-  }
-  if (p < end && is_digit(*p)) return false;  // a leading zero or a 19th digit
-  out = neg ? -v : v;
-  return true;
-}
-
-// A string of printable ASCII without backslash, p at its opening quote; the view is of the line.
-bool plain_string(const char*& p, const char* end, std::string_view& out) {
-  if (p == end || *p != '"') return false;
-  const char* s = ++p;
-  while (p < end && *p != '"') {
-    const auto c = static_cast<unsigned char>(*p);
-    if (c < 0x20 || c == '\\' || c >= 0x80) return false;
-    ++p;
-  }
-  if (p == end) return false;
-  out = std::string_view(s, static_cast<size_t>(p - s));
-  ++p;
-  return true;
-}
-
-bool literal(const char*& p, const char* end, std::string_view word) {
-  if (static_cast<size_t>(end - p) < word.size() || std::memcmp(p, word.data(), word.size()) != 0) return false;
-  p += word.size();
-  return true;
-}
-
-// The field whose key starts at p (past its opening quote) and ends with '":', or fUnknown.
-Field key_at(const char* p, const char* end, int& next) {
-  const auto fits = [&](int i) {
-    const KeyWords& k = kKeyWords[static_cast<size_t>(i)];
-    if (end - p < static_cast<ptrdiff_t>(k.len) + 2) return false;
-    if (end - p >= 16) {
-      if (!key_is(p, k)) return false;
-    } else if (std::memcmp(p, kNames[i].data(), k.len) != 0 || p[k.len] != '"') {
-      return false;
-    }
-    return p[k.len + 1] == ':';
-  };
-  if (next < kFields && fits(next)) return static_cast<Field>(next++);
-  for (int i = 0; i < kFields; ++i)
-    if (fits(i)) {
-      next = i + 1;
-      return static_cast<Field>(i);
-    }
-  return fUnknown;
-}
-
-std::optional<double>* number_field(Record& r, Field id) {
-  switch (id) {
-    case fLoss: return &r.loss;
-    case fLossAvg: return &r.loss_avg;
-    case fLr: return &r.lr;
-    case fGradNorm: return &r.grad_norm;
-    case fLocalGradNorm: return &r.local_grad_norm;
-    case fGradZeroFrac: return &r.grad_zero_frac;
-    case fParamNorm: return &r.param_norm;
-    case fUpdateNorm: return &r.update_norm;
-    case fLossScale: return &r.loss_scale;
-    case fStepMs: return &r.step_ms;
-    case fCommMs: return &r.comm_ms;
-    case fEvalLoss: return &r.eval_loss;
-    default: return nullptr;
-  }
-}
-std::optional<int64_t>* integer_field(Record& r, Field id) {
-  switch (id) {
-    case fOptStep: return &r.opt_step;
-    case fEpoch: return &r.epoch;
-    case fSamplesSeen: return &r.samples_seen;
-    case fParamMismatches: return &r.param_mismatches;
-    default: return nullptr;
-  }
-}
-
-// The writer's form at p (an object ending before `end`) into a default Record: returns the end of the
-// object (past its '}'), or nullptr (r then unspecified) for anything else. A line break is never part
-// of the form, so reading a buffer of lines it stops within the line it started on.
-const char* writer_form(const char* p, const char* const end, Record& r) {
-  if (p == end || *p != '{') return nullptr;
-  ++p;
-  uint32_t seen = 0;
-  int next = 0;
-  std::string_view kind, bh;
-  bool has_kind = false, has_bh = false;
-  std::optional<int64_t> rank, step;
-  std::optional<double> t;
-  for (;;) {
-    if (p == end || *p != '"') return nullptr;
-    ++p;
-    const Field id = key_at(p, end, next);
-    if (id == fUnknown || (seen >> id & 1u)) return nullptr;
-    seen |= 1u << id;
-    p += kKeyWords[static_cast<size_t>(id)].len + 2;
-    if (p < end && *p == 'n') {
-      if (!literal(p, end, "null")) return nullptr;
-    } else {
-      switch (type_of(id)) {
-        case FieldType::number: {
-          std::optional<double>& out = id == fT ? t : *number_field(r, id);
-          double v;
-          if (p < end && *p == '"') {
-            std::string_view s;
-            if (!plain_string(p, end, s)) return nullptr;
-            if (s == "nan" || s == "NaN") v = std::numeric_limits<double>::quiet_NaN();
-            else if (s == "inf" || s == "Infinity") v = std::numeric_limits<double>::infinity();
-            else if (s == "-inf" || s == "-Infinity") v = -std::numeric_limits<double>::infinity();
-            else return nullptr;
-          } else if (!number(p, end, v)) {
-            return nullptr;
-          }
-          out = v;
-          break;
-        }
-        case FieldType::integer: {
-          int64_t v;
-          if (!integer(p, end, v)) return nullptr;
-          (id == fRank ? rank : id == fStep ? step : *integer_field(r, id)) = v;
-          break;
-        }
-        case FieldType::flag: {
-          bool v;
-          if (literal(p, end, "true")) v = true;
-          else if (literal(p, end, "false")) v = false;
-          else return nullptr;
-          (id == fOverflow ? r.overflow : r.skipped) = v;
-          break;
-        }
-        case FieldType::kind:
-          if (!plain_string(p, end, kind)) return nullptr;
-          has_kind = true;
-          break;
-        case FieldType::hash:
-          if (!plain_string(p, end, bh)) return nullptr;
-          has_bh = true;
-          break;
-        case FieldType::text: {
-          std::string_view s;
-          if (!plain_string(p, end, s)) return nullptr;
-          (id == fPhase ? r.phase : id == fName ? r.name : r.detail).assign(s.data(), s.size());
-          break;
-        }
-      }
-    }
-    if (p == end) return nullptr;
-    if (*p == ',') {
-      ++p;
-      continue;
-    }
-    if (*p++ != '}') return nullptr;
-    break;
-  }
-  if (!has_kind) return nullptr;
-  if (kind == "step") r.kind = RecordKind::step;
-  else if (kind == "heartbeat") r.kind = RecordKind::heartbeat;
-  else if (kind == "event") r.kind = RecordKind::event;
-  else if (kind == "eval") r.kind = RecordKind::eval;
-  else return nullptr;
-  if (!step) return nullptr;
-  if (has_bh) {
-    uint64_t h = 0;
-    if (!hex64(bh, h)) return nullptr;
-    if (!bh.empty()) r.batch_hash = h;
-  }
-  r.rank = static_cast<int>(rank.value_or(0));
-  r.t = t.value_or(std::numeric_limits<double>::quiet_NaN());
-  r.step = *step;
-  return p;
-}
-
-bool parse_writer_form(std::string_view line, Record& r) {
-  return writer_form(line.data(), line.data() + line.size(), r) == line.data() + line.size();
 }
 
 // One parser per thread, reused for every line (its buffers grow to the longest line and stay).
@@ -742,7 +374,6 @@ Record parse_record(std::string_view line, const std::string& file, size_t line_
   return r;
 }
 
-bool jsonl_detail::parse_writer_form(std::string_view line, Record& r) { return flatline::parse_writer_form(line, r); }
 
 std::string jsonl_detail::parse_general(std::string_view line, Record& r) {
   return line_codec().parse_general(padded_copy(line), r);

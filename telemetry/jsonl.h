@@ -35,7 +35,7 @@ std::string to_json(const Record& r);
 Record parse_record(std::string_view line, const std::string& file, size_t line_no);
 
 // The two parsers behind parse_record and every reader of this format: a line in the writer's own
-// form (one object, no whitespace, escape, nesting or unknown key: telemetry/jsonl.cpp says exactly
+// form (one object, no whitespace, escape, nesting or unknown key: telemetry/jsonl_writer_form.cpp says exactly
 // which) is parsed in one pass; any other line, and any line that pass declines, by simdjson
 // On-Demand, which alone decides what is malformed and says why. Exposed for the tests that hold the
 // two to the same Records.

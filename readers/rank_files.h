@@ -1,0 +1,44 @@
+// The rank files of a flatline run directory (rank-<r>.jsonl, docs/DESIGN.md §3) read side by side:
+// what read_log's merge (reader.cpp) and LogStream (log_stream.cpp) share. Internal to readers/.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "readers/text_util.h"
+#include "telemetry/jsonl.h"
+
+namespace flatline::rank_files {
+
+constexpr size_t kStreamBudget = size_t{128} << 20;  // bytes of chunks over all files
+constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 128 << 10;  // reused buffers: touched once; a chunk and
+                                                                // its ~330 records stay in a core's cache
+
+// A reader of one of `n_files` rank files read side by side: its chunk the budget's share, clamped, and
+// no bigger than the file itself. Throws what JsonlReader throws (InputError for a FIFO, a link, ...).
+inline std::unique_ptr<JsonlReader> open(const std::string& path, size_t n_files) {
+  const size_t chunk = std::clamp(kStreamBudget / std::max<size_t>(n_files, 1), kMinChunk, kMaxChunk);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  return std::make_unique<JsonlReader>(path, ec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(size) + 1));
+}
+
+// A rank file's rank, from its name (rank-<r>.jsonl).
+inline std::optional<int64_t> named_rank(const std::string& path) {
+  const std::string n = std::filesystem::path(path).stem().string();
+  return n.rfind("rank-", 0) == 0 ? readers::parse_integer(n.substr(5)) : std::nullopt;
+}
+
+// The warning for records of another rank found in a rank's file (they are kept with the rank they name).
+inline std::string other_rank_warning(const std::string& file, int64_t count, int rank, int64_t named) {
+  return fmt::format("{}: {} record(s) of rank {} in the file of rank {} (kept with the rank they name)", file, count,
+                     rank, named);
+}
+
+}  // namespace flatline::rank_files
