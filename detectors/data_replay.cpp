@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "detectors/hash_history.h"
+#include "detectors/gated_ranks.h"
 #include "detectors/rank_gate.h"
 #include "detectors/registry.h"
 #include "detectors/util.h"
@@ -64,7 +65,7 @@ class DataReplay final : public BlockDetector {
   bool expensive() const override { return true; }  // a hash table per rank
 
   void observe_event(const Record& r) override {
-    if (r.kind != RecordKind::event || r.name != "resume" || r.rank < 0) return;
+    if (r.kind != RecordKind::event || r.name != event::resume || r.rank < 0) return;
     Rank& s = rank(r.rank);
     s.first_seen.forget_after(r.step);
     s.origin.forget_after(r.step);
@@ -107,8 +108,7 @@ class DataReplay final : public BlockDetector {
   std::optional<Finding> finding() const override { return gate_.finding(); }
 
   CheckResult check() const override {
-    if (auto f = gate_.finding()) return {cause(), CheckState::fail, f->evidence.empty() ? "" : f->evidence.front()};
-    if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
+    if (auto settled = gated_check(cause(), gate_, any_steps_)) return *settled;
     if (!hashed_) return {cause(), CheckState::cannot_run, "missing batch_hash: log a hash of each batch's sample ids"};
     int64_t batches = 0, repeats = 0;
     for (const Rank& s : ranks_) {

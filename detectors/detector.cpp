@@ -19,19 +19,7 @@ Registry<DetectorFactory>& registry() {
 
 void Detector::observe_block(const Record* records, size_t n) {
   StepBlock b;
-  for (size_t i = 0; i < n; ++i) {
-    if (b.append(records[i])) continue;
-    if (!b.empty()) {
-      b.seal();
-      observe_block(b);
-      b.clear();
-    }
-    observe(records[i]);
-  }
-  if (!b.empty()) {
-    b.seal();
-    observe_block(b);
-  }
+  in_blocks(records, n, b, [this](const StepBlock& x) { observe_block(x); }, [this](const Record& r) { observe(r); });
 }
 
 void BlockDetector::observe(const Record& r) {

@@ -56,6 +56,7 @@
 #include <limits>
 #include <string_view>
 
+#include "detectors/gated_ranks.h"
 #include "detectors/rank_gate.h"
 #include "detectors/registry.h"
 #include "detectors/util.h"
@@ -124,65 +125,59 @@ __attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict l
 
 class LossScaleCollapse final : public BlockDetector {
  public:
-  explicit LossScaleCollapse(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/true) {}
+  explicit LossScaleCollapse(const DetectorConfig& c) : seen_(c.world_size, /*exact_positions=*/true) {}
   const char* cause() const override { return "loss_scale_collapse"; }
 
   void observe_event(const Record& r) override {
-    if (r.kind != RecordKind::event || r.rank < 0 || r.name != "error" || !min_scale_error(r.detail)) return;
+    if (r.kind != RecordKind::event || r.rank < 0 || r.name != event::error || !min_scale_error(r.detail)) return;
     const size_t k = static_cast<size_t>(r.rank);
     grow(k + 1);
-    present_[k] = 1;
+    seen_.present[k] = 1;
     bits_[k] |= kFp16;
     const Rank& x = rare_[k];
-    gate_.offer(r.rank, std::max(0.0, gate_.position(r.rank)),
+    seen_.gate.offer(r.rank, std::max(0.0, seen_.gate.position(r.rank)),
                 Finding{cause(), -1, x.streak > 0 ? x.streak_first : r.step, r.step, r.t, 0.95,
                         {fmt::format("the loss scaler reached its minimum and the run exits: \"{}\"", r.detail)}});
-    gate_.poll();
+    seen_.gate.poll();
   }
 
   // One pass over the block's step rows: in a block in lockstep the plain rows in one vectorised loop
   // (plain_rows) and the others through on_step(), the rules in full; else every row through on_step().
   void observe_block(const StepBlock& b) override {
+    if (!seen_.start(b, [this](size_t k) { grow(k); })) return;
     const size_t n = b.rows();
-    if (n == 0) return;
-    any_steps_ = true;
     if (b.lockstep) {
-      grow(n);
-      if (dense_ < n) std::fill(present_.begin(), present_.begin() + static_cast<long>(n), 1), dense_ = n;
-      gate_.next_all(static_cast<int>(n));
-      odd_.resize(n);
       size_t odd = plain_rows(n, b.loss_scale.data(), b.flags.data(), b.step.data(),
                               b.opt_step.data(), b.grad_norm.data(), b.grad_zero_frac.data(), bits_.data(),
                               last_step_.data(), scale_.data(), prev_scale_.data(), last_gn_.data(),
-                              zero_base_.data(), count_step_.data(), count_opt_.data(), odd_.data());
+                              zero_base_.data(), count_step_.data(), count_opt_.data(), seen_.odd.data());
       for (size_t i = 0; odd && i < n; ++i)
-        if (odd_[i]) on_step(b, i, static_cast<int>(i), gate_.position(static_cast<int>(i))), --odd;
+        if (seen_.odd[i]) on_step(b, i, static_cast<int>(i), seen_.gate.position(static_cast<int>(i))), --odd;
     } else {
       for (size_t i = 0; i < n; ++i) {
         const int r = b.rank[i];
         if (r < 0) continue;
         grow(static_cast<size_t>(r) + 1);
-        present_[static_cast<size_t>(r)] = 1;
-        on_step(b, i, r, gate_.next(r));
+        seen_.present[static_cast<size_t>(r)] = 1;
+        on_step(b, i, r, seen_.gate.next(r));
       }
     }
-    gate_.poll();
+    seen_.gate.poll();
   }
-  void finish(double) override { gate_.flush(); }
-  std::optional<Finding> finding() const override { return gate_.finding(); }
+  void finish(double) override { seen_.gate.flush(); }
+  std::optional<Finding> finding() const override { return seen_.gate.finding(); }
 
   CheckResult check() const override {
-    if (auto f = gate_.finding()) return {cause(), CheckState::fail, f->evidence.empty() ? "" : f->evidence.front()};
-    if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
-    for (size_t k = 0; k < present_.size(); ++k) {
-      if (!present_[k] || !(bits_[k] & kFp16)) continue;
+    if (auto settled = seen_.check(cause())) return *settled;
+    for (size_t k = 0; k < seen_.present.size(); ++k) {
+      if (!seen_.present[k] || !(bits_[k] & kFp16)) continue;
       return {cause(), CheckState::pass,
               fmt::format("fp16: loss scale {} at step {}; {} skipped step(s), initial scale search {} step(s)",
                           scale(scale_[k]), last_step_[k], rare_[k].skipped_total, rare_[k].initial_search)};
     }
     bool scale_logged = false, flags_logged = false;
-    for (size_t k = 0; k < present_.size(); ++k)
-      if (present_[k]) scale_logged |= (bits_[k] & kScaleLogged) != 0, flags_logged |= (bits_[k] & kFlagsLogged) != 0;
+    for (size_t k = 0; k < seen_.present.size(); ++k)
+      if (seen_.present[k]) scale_logged |= (bits_[k] & kScaleLogged) != 0, flags_logged |= (bits_[k] & kFlagsLogged) != 0;
     // Nothing logged of the scaler (an HF trainer_state.json): whether it is fp16 is not known, so the
     // check has not run; a pass would claim what no record says.
     if (!scale_logged && !flags_logged)
@@ -226,8 +221,8 @@ class LossScaleCollapse final : public BlockDetector {
   }
 
   void grow(size_t n) {
-    if (present_.size() >= n) return;
-    present_.resize(n, 0), bits_.resize(n, kQuiet), last_step_.resize(n, -1), count_step_.resize(n, -1);
+    if (seen_.present.size() >= n) return;
+    seen_.present.resize(n, 0), bits_.resize(n, kQuiet), last_step_.resize(n, -1), count_step_.resize(n, -1);
     count_opt_.resize(n, -1), scale_.resize(n, 1), prev_scale_.resize(n, 0), last_gn_.resize(n, -1);
     zero_base_.resize(n, -1), rare_.resize(n);
   }
@@ -419,19 +414,15 @@ class LossScaleCollapse final : public BlockDetector {
 
   void fire(const StepBlock& b, size_t i, int r, double ord, int64_t onset, double confidence,
             std::vector<std::string> evidence) {
-    gate_.offer(r, ord, Finding{cause(), -1, onset, b.step[i], b.t[i], confidence, std::move(evidence)});
+    seen_.gate.offer(r, ord, Finding{cause(), -1, onset, b.step[i], b.t[i], confidence, std::move(evidence)});
   }
 
   // per rank: the running values in arrays a block's pass reads and writes (64-bit wide, so that
   // plain_rows vectorises), the rest in rare_
-  std::vector<uint8_t> present_;
   std::vector<int64_t> bits_, last_step_, count_step_, count_opt_;
   std::vector<double> scale_, prev_scale_, last_gn_, zero_base_;
   std::vector<Rank> rare_;
-  std::vector<int64_t> odd_;  // scratch: the rows of a block that take the rules in full
-  size_t dense_ = 0;          // ranks 0..dense_-1 are present (a block in lockstep had them)
-  RankGate gate_;
-  bool any_steps_ = false;
+  GatedRanks seen_;  // present ranks, the gate, the block's odd rows (detectors/gated_ranks.h)
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "detectors/gated_ranks.h"
 #include "detectors/rank_gate.h"
 #include "detectors/registry.h"
 #include "detectors/util.h"
@@ -84,7 +85,7 @@ __attribute__((noinline)) size_t plain_rows(size_t n, const double* __restrict l
 class LrZero final : public BlockDetector {
  public:
   explicit LrZero(const DetectorConfig& c)
-      : gate_(c.world_size, /*exact_positions=*/true), planned_end_(c.planned_steps), log_complete_(c.log_complete) {}
+      : seen_(c.world_size, /*exact_positions=*/true), planned_end_(c.planned_steps), log_complete_(c.log_complete) {}
   const char* cause() const override { return "lr_zero"; }
 
   void observe_event(const Record&) override {}  // events and evals say nothing about the lr
@@ -92,44 +93,39 @@ class LrZero final : public BlockDetector {
   // One pass over the block's step rows: in a block in lockstep the plain rows in one vectorised loop
   // (plain_rows) and the others through row(), the rules in full; else every row through row().
   void observe_block(const StepBlock& b) override {
+    if (!seen_.start(b, [this](size_t k) { grow(k); })) return;
     const size_t n = b.rows();
-    if (n == 0) return;
-    any_steps_ = true;
     if (b.lockstep) {
-      grow(n);
-      if (dense_ < n) std::fill(present_.begin(), present_.begin() + static_cast<long>(n), 1), dense_ = n;
-      gate_.next_all(static_cast<int>(n));
-      odd_.resize(n);
       size_t odd = plain_rows(n, b.lr.data(), b.flags.data(), b.step.data(), peak_.data(),
                               last_lr_.data(), peak_step_.data(), last_step_.data(), lr_seen_.data(), low_n_.data(),
-                              odd_.data());
+                              seen_.odd.data());
       for (size_t i = 0; odd && i < n; ++i)
-        if (odd_[i]) row(b, i, static_cast<int>(i), gate_.position(static_cast<int>(i))), --odd;
+        if (seen_.odd[i]) row(b, i, static_cast<int>(i), seen_.gate.position(static_cast<int>(i))), --odd;
     } else {
       for (size_t i = 0; i < n; ++i) {
         const int r = b.rank[i];
         if (r < 0) continue;
         grow(static_cast<size_t>(r) + 1);
-        row(b, i, r, gate_.next(r));
+        row(b, i, r, seen_.gate.next(r));
       }
     }
-    gate_.poll();
+    seen_.gate.poll();
   }
   void finish(double) override {
-    gate_.flush();
+    seen_.gate.flush();
     // A complete log whose planned end is not logged: low lr only in its last max(3, 3%) steps is the
     // schedule ending with the log (a cosine or linear decay to 0), not a fault: nothing trained at it.
-    auto f = gate_.finding();
+    auto f = seen_.gate.finding();
     if (!f || !log_complete_ || planned_end_ > 0) return;
     int64_t last = -1;
-    for (size_t r = 0; r < present_.size(); ++r)
-      if (present_[r]) last = std::max(last, last_step_[r]);
+    for (size_t r = 0; r < seen_.present.size(); ++r)
+      if (seen_.present[r]) last = std::max(last, last_step_[r]);
     const int64_t tail = std::max<int64_t>(kMinPlannedTail, static_cast<int64_t>(kPlannedTail * static_cast<double>(last)));
     if (f->onset_step >= last - tail) at_log_end_ = f;
   }
   std::optional<Finding> finding() const override {
     if (at_log_end_) return std::nullopt;
-    return gate_.finding();
+    return seen_.gate.finding();
   }
 
   CheckResult check() const override {
@@ -139,10 +135,9 @@ class LrZero final : public BlockDetector {
               fmt::format("lr below 0.1% of peak only in the log's last steps (from step {}): the schedule ending with "
                           "the log (its planned end is not logged)",
                           at_log_end_->onset_step)};
-    if (auto f = gate_.finding()) return {cause(), CheckState::fail, f->evidence.empty() ? "" : f->evidence.front()};
-    if (!any_steps_) return {cause(), CheckState::pending, "no step records yet"};
-    for (size_t r = 0; r < present_.size(); ++r) {
-      if (present_[r] && lr_seen_[r]) {
+    if (auto settled = seen_.check(cause())) return *settled;
+    for (size_t r = 0; r < seen_.present.size(); ++r) {
+      if (seen_.present[r] && lr_seen_[r]) {
         c.state = CheckState::pass;
         c.detail = peak_[r] > 0 ? fmt::format("lr {} at step {} = {:.1f}% of peak {} (step {})", sci(last_lr_[r]),
                                               last_step_[r], 100 * last_lr_[r] / peak_[r], sci(peak_[r]), peak_step_[r])
@@ -150,8 +145,8 @@ class LrZero final : public BlockDetector {
         return c;
       }
     }
-    for (size_t r = 0; r < present_.size(); ++r) {
-      if (present_[r] && rare_[r].ratio_seen) {
+    for (size_t r = 0; r < seen_.present.size(); ++r) {
+      if (seen_.present[r] && rare_[r].ratio_seen) {
         c.state = CheckState::pass;
         c.detail = fmt::format("lr not logged; update/param {} at step {}", sci(rare_[r].last_ratio), last_step_[r]);
         return c;
@@ -169,14 +164,14 @@ class LrZero final : public BlockDetector {
   };
 
   void grow(size_t n) {
-    if (present_.size() >= n) return;
-    present_.resize(n, 0), peak_.resize(n, 0), last_lr_.resize(n, 0), peak_step_.resize(n, -1);
+    if (seen_.present.size() >= n) return;
+    seen_.present.resize(n, 0), peak_.resize(n, 0), last_lr_.resize(n, 0), peak_step_.resize(n, -1);
     last_step_.resize(n, -1), lr_seen_.resize(n, 0), low_n_.resize(n, 0), rare_.resize(n);
   }
 
   // Row i of rank r, its ordinal `ord`: the rules in full.
   void row(const StepBlock& b, size_t i, int r, double ord) {
-    present_[static_cast<size_t>(r)] = 1;
+    seen_.present[static_cast<size_t>(r)] = 1;
     if (b.skipped(i)) return;  // no update was applied
     const bool has_lr = (b.flags[i] & StepBlock::kLr) != 0;
     if (has_lr && std::isfinite(b.lr[i]) && b.lr[i] >= 0) on_lr(b, i, r, ord);
@@ -242,19 +237,15 @@ class LrZero final : public BlockDetector {
   }
 
   void fire(const StepBlock& b, size_t i, int r, double ord, int64_t onset, double confidence, std::string evidence) {
-    gate_.offer(r, ord, Finding{cause(), -1, onset, b.step[i], b.t[i], confidence, {std::move(evidence)}});
+    seen_.gate.offer(r, ord, Finding{cause(), -1, onset, b.step[i], b.t[i], confidence, {std::move(evidence)}});
   }
 
   // per rank
   // per rank (64-bit wide, so that the pass over a block in lockstep vectorises)
-  std::vector<uint8_t> present_;
   std::vector<double> peak_, last_lr_;
   std::vector<int64_t> peak_step_, last_step_, lr_seen_, low_n_;
   std::vector<Rare> rare_;
-  std::vector<int64_t> odd_;  // scratch: the rows of a block that take the rules in full
-  size_t dense_ = 0;          // ranks 0..dense_-1 are present (a block in lockstep had them)
-  RankGate gate_;
-  bool any_steps_ = false;
+  GatedRanks seen_;  // present ranks, the gate, the block's odd rows (detectors/gated_ranks.h)
   int64_t planned_end_ = 0;
   bool log_complete_ = false;
   std::optional<Finding> at_log_end_;  // the finding, withdrawn at finish (above)

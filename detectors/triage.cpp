@@ -352,21 +352,8 @@ void Triage::observe_block(const StepBlock& b) {
 }
 
 void Triage::observe_block(const Record* records, size_t n) {
-  auto& b = impl_->many;
-  b.clear();
-  for (size_t i = 0; i < n; ++i) {
-    if (b.append(records[i])) continue;
-    if (!b.empty()) {
-      b.seal();
-      observe_block(b);
-      b.clear();
-    }
-    observe(records[i]);
-  }
-  if (!b.empty()) {
-    b.seal();
-    observe_block(b);
-  }
+  in_blocks(records, n, impl_->many, [this](const StepBlock& x) { observe_block(x); },
+            [this](const Record& r) { observe(r); });
 }
 
 void Triage::advance(double now) {

@@ -126,28 +126,7 @@ void RunSummary::step(const StepIn& r, Rank& k) {
   if (t_ok) k.prev_t = k.last_step_t = r.t;
   // ---- local grad norm, per rank and across ranks at this ordinal
   if (r.has_local) {
-    local_norms_ = true;
-    const double v = r.local;
-    k.last_norms[static_cast<size_t>(k.norms % kWindow)] = v;
-    ++k.norms;
-    const bool zero = v <= kZeroNorm;
-    if (zero) {
-      if (k.zero_norms++ == 0) k.first_zero_step = r.step;
-    } else {
-      k.last_nonzero_step = r.step;
-    }
-    if (static_cast<size_t>(ordinal) >= across_.size()) across_.resize(static_cast<size_t>(ordinal) + 1);
-    Across& a = across_[static_cast<size_t>(ordinal)];
-    a.step = r.step;
-    if (std::isfinite(v)) {
-      k.norm_sum += v;
-      ++k.finite_norms;
-      a.min = std::min(a.min, v);
-      a.max = std::max(a.max, v);
-      a.sum += v;
-      ++a.n;
-    }
-    a.zeros += zero;
+    local_norm(k, ordinal, r.step, r.local);
   }
   if (r.has_times) {
     timed_ = true;
@@ -206,6 +185,32 @@ void RunSummary::track(const StepIn& r, Tracked& tr) {
   }
 }
 
+// A rank's local grad norm v at its `ordinal`-th step record (step s): the rank's window and zero
+// count, and the spread across ranks at that ordinal.
+void RunSummary::local_norm(Rank& k, int64_t ordinal, int64_t s, double v) {
+  local_norms_ = true;
+  k.last_norms[static_cast<size_t>(k.norms % kWindow)] = v;
+  ++k.norms;
+  const bool zero = v <= kZeroNorm;
+  if (zero) {
+    if (k.zero_norms++ == 0) k.first_zero_step = s;
+  } else {
+    k.last_nonzero_step = s;
+  }
+  if (static_cast<size_t>(ordinal) >= across_.size()) across_.resize(static_cast<size_t>(ordinal) + 1);
+  Across& a = across_[static_cast<size_t>(ordinal)];
+  a.step = s;
+  if (std::isfinite(v)) {
+    k.norm_sum += v;
+    ++k.finite_norms;
+    a.min = std::min(a.min, v);
+    a.max = std::max(a.max, v);
+    a.sum += v;
+    ++a.n;
+  }
+  a.zeros += zero;
+}
+
 void RunSummary::heartbeat(double t, int64_t step, std::string_view phase, Rank& k) {
   ++heartbeats_;
   ++k.heartbeats;
@@ -249,28 +254,7 @@ void RunSummary::lockstep_row(const StepBlock& b, size_t i, Rank& k) {
   }
   k.prev_step = s;
   k.prev_t = k.last_step_t = t;
-  const double v = b.local_grad_norm[i];
-  local_norms_ = true;
-  k.last_norms[static_cast<size_t>(k.norms % kWindow)] = v;
-  ++k.norms;
-  const bool zero = v <= kZeroNorm;
-  if (zero) {
-    if (k.zero_norms++ == 0) k.first_zero_step = s;
-  } else {
-    k.last_nonzero_step = s;
-  }
-  if (static_cast<size_t>(ordinal) >= across_.size()) across_.resize(static_cast<size_t>(ordinal) + 1);
-  Across& a = across_[static_cast<size_t>(ordinal)];
-  a.step = s;
-  if (std::isfinite(v)) {
-    k.norm_sum += v;
-    ++k.finite_norms;
-    a.min = std::min(a.min, v);
-    a.max = std::max(a.max, v);
-    a.sum += v;
-    ++a.n;
-  }
-  a.zeros += zero;
+  local_norm(k, ordinal, s, b.local_grad_norm[i]);
   timed_ = true;
   k.compute_ms_sum += b.step_ms[i] - b.comm_ms[i];
   ++k.timed;

@@ -156,6 +156,7 @@ class RunSummary : public RecordSink {
   Rank& rank(int r);
   void step(const StepIn& r, Rank& k);
   void lockstep_row(const StepBlock& b, size_t i, Rank& k);
+  void local_norm(Rank& k, int64_t ordinal, int64_t s, double v);  // a step's local grad norm
   // The fields lockstep_row reads (a block in lockstep whose rows all carry them takes it).
   static constexpr uint64_t kFastFields = StepBlock::kLocalGradNorm | StepBlock::kStepMs | StepBlock::kCommMs;
   void series(const StepIn& r);

@@ -126,4 +126,26 @@ struct StepBlock {
   size_t records() const;  // rows plus heartbeats
 };
 
+// Records in stream order handed on as blocks: each run of records a block takes (StepBlock::append)
+// goes to on_block(const StepBlock&) sealed, and any other record (an event, an eval) to
+// on_record(const Record&) between them, in order. `scratch` is cleared first and left holding the
+// last block.
+template <class OnBlock, class OnRecord>
+void in_blocks(const Record* records, size_t n, StepBlock& scratch, OnBlock&& on_block, OnRecord&& on_record) {
+  scratch.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (scratch.append(records[i])) continue;
+    if (!scratch.empty()) {
+      scratch.seal();
+      on_block(static_cast<const StepBlock&>(scratch));
+      scratch.clear();
+    }
+    on_record(records[i]);
+  }
+  if (!scratch.empty()) {
+    scratch.seal();
+    on_block(static_cast<const StepBlock&>(scratch));
+  }
+}
+
 }  // namespace flatline
