@@ -122,7 +122,7 @@ LogStream::LogStream(const std::string& path, const std::string& format) : impl_
   for (const auto& f : lf.files) {
     Impl::Cursor c;
     try {
-      c.reader = rank_files::open(f, lf.files.size());
+      c.reader = rank_files::open_reader(f, lf.files.size());
     } catch (const InputError&) {
       throw;  // a FIFO, a link, a sparse file: refused with its reason, not skipped
     } catch (const std::exception& e) {

@@ -22,7 +22,7 @@ constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 128 << 10;  // reused buffers
 
 // A reader of one of `n_files` rank files read side by side: its chunk the budget's share, clamped, and
 // no bigger than the file itself. Throws what JsonlReader throws (InputError for a FIFO, a link, ...).
-inline std::unique_ptr<JsonlReader> open(const std::string& path, size_t n_files) {
+inline std::unique_ptr<JsonlReader> open_reader(const std::string& path, size_t n_files) {
   const size_t chunk = std::clamp(kStreamBudget / std::max<size_t>(n_files, 1), kMinChunk, kMaxChunk);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);

@@ -421,7 +421,7 @@ bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try
   for (size_t f = 0; f < paths.size(); ++f) {
     std::error_code ec;
     const auto size = fs::file_size(paths[f], ec);
-    cs[f].in = open(paths[f], paths.size());
+    cs[f].in = open_reader(paths[f], paths.size());
     if (!advance(cs[f])) continue;
     heap.push_back(f);
     // The result is sized once, from each file's first chunk (records per byte): a larger vector only

@@ -93,5 +93,7 @@ inline bool hex64(std::string_view s, uint64_t& out) {
 // of the form, so reading a buffer of lines it stops within the line it started on
 // (telemetry/jsonl_writer_form.cpp).
 const char* writer_form(const char* p, const char* end, Record& r);
+// The whole line in the writer's form (declared for the tests in telemetry/jsonl.h too).
+bool parse_writer_form(std::string_view line, Record& r);
 
 }  // namespace flatline::jsonl_detail

@@ -1,4 +1,5 @@
-// The one-pass parser of the writer's own JSONL form (telemetry/jsonl.h, jsonl_detail::parse_writer_form);
+// The one-pass parser of the writer's own JSONL form (telemetry/jsonl_fields.h; jsonl_detail::parse_writer_form
+// in telemetry/jsonl.h);
 // any line it does not take goes to the general parser in telemetry/jsonl.cpp. Compiled, like
 // jsonl.cpp, for the build host's AVX2 where FLATLINE_JSON_SIMD is on (CMakeLists.txt).
 #include <cmath>
@@ -10,7 +11,6 @@
 
 #include <simdjson.h>
 
-#include "telemetry/jsonl.h"
 #include "telemetry/jsonl_fields.h"
 
 namespace flatline::jsonl_detail {
