@@ -409,6 +409,15 @@ class Phase {
           !p.killed_why.empty())
         continue;
       const std::string words = last_words(p.output.tail, 3);
+      if (c_.feed.finished[i]) {
+        // Its stream ended with its run_end: it trained every step and its telemetry is complete; what
+        // failed is the process's teardown (an interpreter's exit, a process group's destructor), which
+        // the run's verdict does not rest on (docs/DESIGN.md §8, teardown): a warning, and the run stands.
+        c_.warnings.push_back(fmt::format("rank {} exited with {} after its run_end (in teardown; its telemetry is "
+                                          "complete): {}",
+                                          i, status_text(p.code()), words));
+        continue;
+      }
       const bool consequence = words.find(kCommFailureMark) != std::string::npos;
       if (c_.res.first_error.empty() ||
           (!consequence && c_.res.first_error.find(kCommFailureMark) != std::string::npos))

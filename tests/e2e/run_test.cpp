@@ -190,6 +190,50 @@ expect: {cause: healthy}
   expect_no_process_left(d);
 }
 
+// A process that aborts in its teardown (after its run_end) leaves the run completed, with a warning; the
+// same abort before its run_end is the run's error.
+TEST(EndToEnd, ARankThatAbortsAfterItsEndIsAWarningAndBeforeItIsTheRunsError) {
+  for (const bool after_end : {true, false}) {
+    const std::string d = scratch();
+    write(d, "trainer.sh", std::string(R"(f="$FLATLINE_RUN_DIR/telemetry/rank-$RANK.jsonl"
+for s in 1 2 3; do
+  echo "{\"kind\":\"step\",\"rank\":$RANK,\"t\":0.$s,\"step\":$s,\"opt_step\":$s,\"loss\":2.5,\"lr\":0.001}" >> "$f"
+done
+)") + (after_end ? R"(echo "{\"kind\":\"event\",\"rank\":$RANK,\"t\":0.5,\"step\":3,\"name\":\"run_end\"}" >> "$f"
+)" : "") + R"(if [ "$RANK" = 1 ]; then echo "terminate called without an active exception" >&2; kill -ABRT $$; fi
+)" + (after_end ? "" : R"(echo "{\"kind\":\"event\",\"rank\":$RANK,\"t\":0.5,\"step\":3,\"name\":\"run_end\"}" >> "$f"
+)"));
+    const std::string yaml = R"(name: e2e-abort-at-exit
+seed: 7
+world_size: 2
+steps: 3
+heartbeat_s: 0.2
+collective_timeout_s: 2
+trainer: {command: "sh trainer.sh", cwd: .}
+expect: {cause: healthy}
+)";
+    Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+    const std::string run_dir = d + "/runs/e2e-abort-at-exit";
+    const auto m = flatline::read_manifest(run_dir + "/manifest.json");
+    std::ifstream w(run_dir + "/telemetry_warnings.txt");
+    const std::string warnings((std::istreambuf_iterator<char>(w)), std::istreambuf_iterator<char>());
+    if (after_end) {
+      EXPECT_EQ(r.status, 0) << r.out;
+      EXPECT_EQ(m.status, "completed") << m.error;
+      EXPECT_EQ(m.error, "");
+      EXPECT_NE(warnings.find("rank 1 exited with"), std::string::npos) << warnings;
+      EXPECT_NE(warnings.find("after its run_end (in teardown; its telemetry is complete): terminate called"),
+                std::string::npos) << warnings;
+    } else {
+      EXPECT_NE(r.status, 0) << r.out;
+      EXPECT_EQ(m.status, "failed");
+      EXPECT_NE(m.error.find("rank 1 exited with"), std::string::npos) << m.error;
+      EXPECT_NE(m.error.find("terminate called without an active exception"), std::string::npos) << m.error;
+    }
+    expect_no_process_left(d);
+  }
+}
+
 TEST(EndToEnd, BadScenarioNamesFileLineAndKey) {
   const std::string d = scratch();
   const std::string path = write(d, "bad.yaml", std::string("name: bad\n") + kBase + "steps: 10\nbogus_key: 1\nexpect: {cause: healthy}\n");
