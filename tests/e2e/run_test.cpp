@@ -150,6 +150,20 @@ expect: {cause: run_not_alive, within_steps: 2}
 // teardown: a barrier, the interpreter's shutdown) is no stall: the launcher waits the teardown bound
 // (core/protocol.h teardown_grace_s: 10 s here), then kills it with a warning; its telemetry is complete,
 // so the run is completed, not failed, and no `stopped` event follows its run_end.
+// A healthy 2-rank, 3-step scenario whose trainer is trainer.sh in the scratch directory (it writes the
+// telemetry itself), with a 2 s collective timeout.
+std::string shell_trainer_scenario(const std::string& name) {
+  return "name: " + name + R"(
+seed: 7
+world_size: 2
+steps: 3
+heartbeat_s: 0.2
+collective_timeout_s: 2
+trainer: {command: "sh trainer.sh", cwd: .}
+expect: {cause: healthy}
+)";
+}
+
 TEST(EndToEnd, ARankThatWroteItsEndButDoesNotExitIsKilledAfterTheTeardownBoundAndTheRunCompletes) {
   const std::string d = scratch();
   write(d, "trainer.sh", R"(f="$FLATLINE_RUN_DIR/telemetry/rank-$RANK.jsonl"
@@ -159,16 +173,7 @@ done
 echo "{\"kind\":\"event\",\"rank\":$RANK,\"t\":0.5,\"step\":3,\"name\":\"run_end\"}" >> "$f"
 exec sleep 120
 )");
-  const std::string yaml = R"(name: e2e-slow-teardown
-seed: 7
-world_size: 2
-steps: 3
-heartbeat_s: 0.2
-collective_timeout_s: 2
-trainer: {command: "sh trainer.sh", cwd: .}
-expect: {cause: healthy}
-)";
-  Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+  Ran r = run("run " + write(d, "s.yaml", shell_trainer_scenario("e2e-slow-teardown")) + " --out " + d + "/runs");
   EXPECT_NE(r.out.find("[watchdog] every rank still running wrote its end but had not exited 10 s later"),
             std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("no record from any rank"), std::string::npos) << r.out;
@@ -203,16 +208,7 @@ done
 )" : "") + R"(if [ "$RANK" = 1 ]; then echo "terminate called without an active exception" >&2; kill -ABRT $$; fi
 )" + (after_end ? "" : R"(echo "{\"kind\":\"event\",\"rank\":$RANK,\"t\":0.5,\"step\":3,\"name\":\"run_end\"}" >> "$f"
 )"));
-    const std::string yaml = R"(name: e2e-abort-at-exit
-seed: 7
-world_size: 2
-steps: 3
-heartbeat_s: 0.2
-collective_timeout_s: 2
-trainer: {command: "sh trainer.sh", cwd: .}
-expect: {cause: healthy}
-)";
-    Ran r = run("run " + write(d, "s.yaml", yaml) + " --out " + d + "/runs");
+    Ran r = run("run " + write(d, "s.yaml", shell_trainer_scenario("e2e-abort-at-exit")) + " --out " + d + "/runs");
     const std::string run_dir = d + "/runs/e2e-abort-at-exit";
     const auto m = flatline::read_manifest(run_dir + "/manifest.json");
     std::ifstream w(run_dir + "/telemetry_warnings.txt");
