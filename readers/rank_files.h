@@ -21,12 +21,15 @@ constexpr size_t kMinChunk = 64 << 10, kMaxChunk = 128 << 10;  // reused buffers
                                                                 // its ~330 records stay in a core's cache
 
 // A reader of one of `n_files` rank files read side by side: its chunk the budget's share, clamped, and
-// no bigger than the file itself. Throws what JsonlReader throws (InputError for a FIFO, a link, ...).
-inline std::unique_ptr<JsonlReader> open_reader(const std::string& path, size_t n_files) {
+// no bigger than the file itself. *size (when given): the file's size in bytes, nullopt when it could
+// not be read. Throws what JsonlReader throws (InputError for a FIFO, a link, ...).
+inline std::unique_ptr<JsonlReader> open_reader(const std::string& path, size_t n_files,
+                                                std::optional<uint64_t>* size = nullptr) {
   const size_t chunk = std::clamp(kStreamBudget / std::max<size_t>(n_files, 1), kMinChunk, kMaxChunk);
   std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  return std::make_unique<JsonlReader>(path, ec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(size) + 1));
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (size) *size = ec ? std::nullopt : std::optional<uint64_t>(bytes);
+  return std::make_unique<JsonlReader>(path, ec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(bytes) + 1));
 }
 
 // A rank file's rank, from its name (rank-<r>.jsonl).

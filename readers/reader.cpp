@@ -419,15 +419,14 @@ bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try
   double expect = 16;
   std::vector<size_t> heap;
   for (size_t f = 0; f < paths.size(); ++f) {
-    std::error_code ec;
-    const auto size = fs::file_size(paths[f], ec);
-    cs[f].in = open_reader(paths[f], paths.size());
+    std::optional<uint64_t> size;
+    cs[f].in = open_reader(paths[f], paths.size(), &size);
     if (!advance(cs[f])) continue;
     heap.push_back(f);
     // The result is sized once, from each file's first chunk (records per byte): a larger vector only
     // reserves address space.
-    if (!ec && cs[f].in->offset() > 0)
-      expect += static_cast<double>(cs[f].batch.size()) * static_cast<double>(size) / static_cast<double>(cs[f].in->offset()) * 1.05;
+    if (size && cs[f].in->offset() > 0)
+      expect += static_cast<double>(cs[f].batch.size()) * static_cast<double>(*size) / static_cast<double>(cs[f].in->offset()) * 1.05;
   }
   m.records.reserve(static_cast<size_t>(expect));
   huge_pages(m.records.data(), m.records.capacity() * sizeof(Record));
