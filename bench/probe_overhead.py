@@ -7,6 +7,13 @@ round's mean step time of each, then the median and spread (min..max) of the rat
 rounds.
 
     PYTHONPATH=python .venv/bin/python bench/probe_overhead.py [--rounds 7] [--steps 200] [--log-every 1]
+
+--ranks 2: the tests' configuration (probe_e2e_ddp_loop, examples/trainers/ddp_loop.py): TinyLM under
+DistributedDataParallel on Gloo, one process a rank, one CPU thread each, batches of 8 from a
+DistributedSampler through a BatchSampler (the probe's sampler wrapper on the probed copy), AdamW, the
+gradients clipped to 1.0. Each rank trains two DDP copies side by side on the same process group, one
+probed, their steps interleaved the same way on every rank; a step is timed from fetching its batch to
+the update. Rank 0 prints.
 """
 import argparse
 import os
@@ -70,6 +77,95 @@ class Job:
         return CLOCK() - t
 
 
+class DDPJob:
+    """One DDP copy of the tests' TinyLM job on this rank, probed or not; step() times one step, its batch's
+    fetch included (the probe's sampler wrapper hashes the sample ids there)."""
+
+    def __init__(self, probe_on, data, log_every=1):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+        torch.manual_seed(0)
+        self.model = DDP(TinyLM())
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3, weight_decay=0.1)
+        batches = BatchSampler(DistributedSampler(data, shuffle=True, seed=7), 8, drop_last=True)
+        self.probe = None
+        if probe_on:
+            ws = torch.distributed.get_world_size()
+            self.probe = attach(tempfile.mkdtemp(prefix="probe-bench-"), self.model, self.opt, sampler=batches,
+                                plan=dict(PLAN, log_every=log_every, world_size=ws))
+            batches = self.probe.sampler
+        self.loader = DataLoader(data, batch_sampler=batches)
+        self.it = iter(self.loader)
+
+    def step(self):
+        t = CLOCK()
+        try:
+            x, y = next(self.it)
+        except StopIteration:
+            self.it = iter(self.loader)
+            x, y = next(self.it)
+        loss = self.model(x, y)
+        if self.probe:
+            self.probe.loss(loss)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        return CLOCK() - t
+
+
+def side_by_side(name, jobs, a, say):
+    """jobs: {"off": job, label: probed job, ...}; steps interleaved, the order rotated each step."""
+    order = list(jobs)
+    for _ in range(20):  # warm-up
+        for k in order:
+            jobs[k].step()
+    ratios = {k: [] for k in order[1:]}
+    for r in range(a.rounds):
+        times = {k: [] for k in order}
+        for i in range(a.steps):  # interleaved, the order rotated each step: drift hits all alike
+            for j in range(len(order)):
+                k = order[(i + j) % len(order)]
+                times[k].append(jobs[k].step())
+        # the mean: at log_every N the one step in N the probe measures is the cost, not the median step
+        m = {k: statistics.fmean(v) for k, v in times.items()}
+        line = f"{name} round {r + 1}: mean step off {m['off'] * 1e3:.3f} ms"
+        for k in order[1:]:
+            ratios[k].append(m[k] / m["off"])
+            line += f"  {k} {m[k] * 1e3:.3f} ms ({m[k] / m['off']:.4f})"
+        say(line)
+    for k in order[1:]:
+        jobs[k].probe.close()
+        rs = ratios[k]
+        say(f"{name}, log_every {a.log_every}, {k}: probe on / off = {statistics.median(rs):.4f} median over "
+            f"{a.rounds} rounds (spread {min(rs):.4f}..{max(rs):.4f})")
+
+
+def ranks_main(a):
+    """--ranks N: this script again per rank, under torchrun's variables (localhost, Gloo)."""
+    import socket
+    import subprocess
+    if "RANK" not in os.environ:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, WORLD_SIZE=str(a.ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   OMP_NUM_THREADS="1")
+        procs = [subprocess.Popen([sys.executable] + sys.argv, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
+                 for r in range(a.ranks)]
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            sys.exit(f"a rank failed: exit statuses {codes}")
+        return
+    torch.distributed.init_process_group("gloo")
+    rank = torch.distributed.get_rank()
+    data = ByteWindows()
+    jobs = {"off": DDPJob(False, data), "on": DDPJob(True, data, a.log_every)}
+    side_by_side(f"TinyLM DDP x{a.ranks} (Gloo)", jobs, a, lambda line: print(line, flush=True) if rank == 0 else None)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -78,30 +174,18 @@ def main():
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
                     help="wall: time.perf_counter; thread: this thread's CPU time (time.thread_time), which a "
                          "loaded machine descheduling the process does not inflate")
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="1: the models in one process; N > 1: the tests' DDP job on N Gloo ranks (above)")
     a = ap.parse_args()
     global CLOCK
     CLOCK = time.perf_counter if a.clock == "wall" else time.thread_time
     torch.set_num_threads(1)
+    if a.ranks > 1:
+        return ranks_main(a)
     data = ByteWindows()
     for name, make in (("TinyLM", TinyLM), ("tiny GPT-2", tiny_gpt2)):
-        off, on = Job(make, False, data), Job(make, True, data, a.log_every)
-        for _ in range(20):  # warm-up
-            off.step(), on.step()
-        ratios = []
-        for r in range(a.rounds):
-            t_off, t_on = [], []
-            for i in range(a.steps):  # interleaved, the order swapped each step: drift hits both alike
-                if i % 2:
-                    t_off.append(off.step()), t_on.append(on.step())
-                else:
-                    t_on.append(on.step()), t_off.append(off.step())
-            # the mean: at log_every N the one step in N the probe measures is the cost, not the median step
-            m_off, m_on = statistics.fmean(t_off), statistics.fmean(t_on)
-            ratios.append(m_on / m_off)
-            print(f"{name} round {r + 1}: mean step off {m_off * 1e3:.3f} ms  on {m_on * 1e3:.3f} ms  ratio {m_on / m_off:.4f}")
-        on.probe.close()
-        print(f"{name}, log_every {a.log_every}: probe on / off = {statistics.median(ratios):.4f} median over "
-              f"{a.rounds} rounds (spread {min(ratios):.4f}..{max(ratios):.4f})")
+        jobs = {"off": Job(make, False, data), "on": Job(make, True, data, a.log_every)}
+        side_by_side(name, jobs, a, print)
 
 
 if __name__ == "__main__":
