@@ -412,11 +412,17 @@ class Probe:
                 v = f.value()
                 t = (v[0] if isinstance(v, list) else v).detach()
                 scratch = self._scratch.get(index)
-                if scratch is None or scratch.shape != t.shape or scratch.device != t.device:
-                    scratch = self._scratch[index] = torch.empty(t.shape, dtype=torch.float32, device=t.device)
+                wide = t.dtype in (torch.float32, torch.float64)  # the signs of a narrower float summed as float32
+                if scratch is None or scratch.shape != t.shape or scratch.device != t.device or \
+                        scratch.dtype != (t.dtype if wide else torch.float32):
+                    scratch = self._scratch[index] = torch.empty(t.shape, dtype=t.dtype if wide else torch.float32,
+                                                                 device=t.device)
                 self._vals.append(("grad_sq", sq_norm(t)))
-                scratch.copy_(t)
-                self._vals.append(("nonzero", nonzeros_(scratch)))
+                if wide:  # the signs written straight into the scratch buffer (one pass less than copy, sign_)
+                    self._vals.append(("nonzero", sq_norm(torch.sign(t, out=scratch))))
+                else:
+                    scratch.copy_(t)
+                    self._vals.append(("nonzero", nonzeros_(scratch)))
                 self._numel += t.numel()
                 self._bucket_grads = True
                 return v[0] if isinstance(v, list) else v
