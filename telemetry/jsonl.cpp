@@ -522,7 +522,8 @@ bool JsonlReader::append_chunk(std::vector<Record>& out, std::vector<std::string
   const size_t used = parse_padded(buf_.data() + pos_, have_ - pos_, buf_.size() - pos_, path_, line_, eof_, out,
                                    warnings, &lines);
   line_ += lines;
-  pos_ = eof_ ? have_ : pos_ + used;  // (at the end a half-written line is ignored, said above)
+  pos_ += used;
+  if (eof_) have_ = pos_;  // (a half-written last line is ignored, said above; offset() leaves it out)
   check_line_bound();
   return true;
 }
@@ -548,7 +549,7 @@ bool JsonlReader::next_record(Record& r, std::vector<std::string>* warnings) {
     }
     if (eof_) {
       if (pos_ < have_) warn_half_written(warnings, path_, line_, have_ - pos_);
-      pos_ = have_;
+      have_ = pos_;  // (ignored, said once; offset() leaves it out)
       return false;
     }
     read_more();
@@ -576,9 +577,9 @@ std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>
   const uint64_t size = ::fstat(::fileno(in.f_), &st) == 0 && st.st_size > 0 ? static_cast<uint64_t>(st.st_size) : 0;
   bool sized = false;
   while (in.append_chunk(all, warnings)) {
-    if (!sized && in.offset_ > 0 && !all.empty()) {
+    if (!sized && in.offset() > 0 && !all.empty()) {
       sized = true;
-      const double per_byte = static_cast<double>(all.size()) / static_cast<double>(in.offset_);
+      const double per_byte = static_cast<double>(all.size()) / static_cast<double>(in.offset());
       const auto expect = static_cast<size_t>(per_byte * static_cast<double>(size) * 1.05) + 16;
       if (expect > all.capacity()) all.reserve(expect);
     }
