@@ -398,7 +398,7 @@ struct MergedRanks {
 bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try {
   struct Cursor {
     std::unique_ptr<JsonlReader> in;
-    Record head;  // the file's next record, parsed in place (JsonlReader::next_record), moved once
+    Record head;  // the file's next record, parsed in place (JsonlReader::next_record, docs/DESIGN.md §10), moved once
     double key = -std::numeric_limits<double>::infinity();  // merge_by_time's: the last t so far
     Warnings warnings;
     int64_t records = 0, other = 0;
