@@ -28,12 +28,14 @@ struct LogStream::Impl {
   // held in memory
   LogData whole;
   size_t at = 0;
-  // streamed rank files
+  // streamed rank files: each file's next record parsed in place (JsonlReader::next_record), moved
+  // once into the caller's batch (docs/DESIGN.md §10): a chunk's worth of records per file, written,
+  // moved from and freed, was ~15% of the streamed read.
   struct Cursor {
     std::unique_ptr<JsonlReader> reader;
-    std::vector<Record> batch;
-    size_t i = 0;
+    Record head;  // the file's next record
     double key = -std::numeric_limits<double>::infinity();
+    Warnings warnings;  // the file's, said in file order at the end (as read_log says them), whenever read
     std::optional<int64_t> named;  // the rank in the file's name
     int64_t other = 0;
     int other_rank = -1;
@@ -45,43 +47,38 @@ struct LogStream::Impl {
 
   // The cursor's current record's key (its t, or the last t before it in its file).
   double key_of(Cursor& c) {
-    const double t = c.batch[c.i].t;
+    const double t = c.head.t;
     if (std::isfinite(t)) c.key = std::max(c.key, t);
     return c.key;
   }
+  // The file's next record into c.head (a default Record); false at the file's end.
   bool refill(Cursor& c) {
-    while (c.i >= c.batch.size()) {
-      c.i = 0;
-      try {
-        if (!c.reader->next(c.batch, &warnings)) return false;
-      } catch (const InputError&) {
-        throw;  // not telemetry (a line without end, ...): the run is refused, never read without the file
-      } catch (const std::exception& e) {
-        warnings.push_back(e.what());
-        return false;
-      }
+    try {
+      return c.reader->next_record(c.head, &c.warnings);
+    } catch (const InputError&) {
+      throw;  // not telemetry (a line without end, ...): the run is refused, never read without the file
+    } catch (const std::exception& e) {
+      c.warnings.push_back(e.what());
+      return false;
     }
-    return true;
   }
   bool later(size_t a, size_t b) const {
     const double ka = cursors[a].key, kb = cursors[b].key;
     return ka != kb ? ka > kb : a > b;
   }
-  // The heap (std::make_heap's, by later()) restored after its top cursor moved on or was replaced by
-  // the last: one pass down, where a pop and a push took two.
   void sift_top() {
-    const size_t n = heap.size(), top = heap[0];
-    size_t i = 0;
-    for (size_t c = 1; c < n; c = 2 * i + 1) {
-      if (c + 1 < n && later(heap[c], heap[c + 1])) ++c;  // the earlier child
-      if (!later(top, heap[c])) break;
-      heap[i] = heap[c];
-      i = c;
+    rank_files::sift_top(heap, [this](size_t a, size_t b) { return later(a, b); });
+  }
+  // Each file's warnings, in file order.
+  void say_file_warnings() {
+    for (Cursor& c : cursors) {
+      warnings.insert(warnings.end(), c.warnings.begin(), c.warnings.end());
+      c.warnings.clear();
     }
-    heap[i] = top;
   }
   void finish() {
     done = true;
+    say_file_warnings();
     for (size_t f = 0; f < cursors.size(); ++f) {
       const Cursor& c = cursors[f];
       if (c.other)
@@ -138,12 +135,13 @@ LogStream::LogStream(const std::string& path, const std::string& format) : impl_
   for (size_t i = 0; i < m.cursors.size(); ++i) {
     Impl::Cursor& c = m.cursors[i];
     if (!m.refill(c)) {
-      m.warnings.push_back(m.files[i] + ": no usable records");
+      c.warnings.push_back(m.files[i] + ": no usable records");
       continue;
     }
     m.key_of(c);
     m.heap.push_back(i);
   }
+  if (m.heap.empty()) m.say_file_warnings();
   if (m.heap.empty()) throw ReadError(path + ": nothing usable (" + (m.warnings.empty() ? "" : m.warnings.back()) + ")");
   auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
   std::make_heap(m.heap.begin(), m.heap.end(), later);
@@ -164,9 +162,10 @@ bool LogStream::next(std::vector<Record>& out, size_t max) {
   }
   while (out.size() < max && !m.heap.empty()) {
     Impl::Cursor& c = m.cursors[m.heap.front()];
-    Record& r = c.batch[c.i++];
+    Record& r = c.head;
     if (c.named && r.rank != *c.named) ++c.other, c.other_rank = r.rank;
     out.push_back(std::move(r));
+    rank_files::reset(r);
     if (m.refill(c)) {
       m.key_of(c);
     } else {

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -30,6 +32,30 @@ inline std::unique_ptr<JsonlReader> open_reader(const std::string& path, size_t 
   const auto bytes = std::filesystem::file_size(path, ec);
   if (size) *size = ec ? std::nullopt : std::optional<uint64_t>(bytes);
   return std::make_unique<JsonlReader>(path, ec ? chunk : std::min<size_t>(chunk, static_cast<size_t>(bytes) + 1));
+}
+
+// A Record moved from, made a default one again for JsonlReader::next_record: destroyed and
+// default-constructed in place (a few stores), where `r = Record()` built a temporary and move-assigned
+// it field by field (~300 instructions a record, as much as the move itself).
+inline void reset(Record& r) noexcept {
+  r.~Record();
+  ::new (static_cast<void*>(&r)) Record;  // (not Record(): value-initialisation zero-fills all 400 bytes first)
+}
+
+// The heap of files (std::make_heap's, by `later`: a strict order, the earliest file on top) restored
+// after its top file moved on to its next record or was replaced by the last: one pass down, where
+// std::pop_heap and std::push_heap take two.
+template <class Later>
+void sift_top(std::vector<size_t>& heap, Later later) {
+  const size_t n = heap.size(), top = heap[0];
+  size_t i = 0;
+  for (size_t c = 1; c < n; c = 2 * i + 1) {
+    if (c + 1 < n && later(heap[c], heap[c + 1])) ++c;  // the earlier child
+    if (!later(top, heap[c])) break;
+    heap[i] = heap[c];
+    i = c;
+  }
+  heap[i] = top;
 }
 
 // A rank file's rank, from its name (rank-<r>.jsonl).

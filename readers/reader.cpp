@@ -398,8 +398,7 @@ struct MergedRanks {
 bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try {
   struct Cursor {
     std::unique_ptr<JsonlReader> in;
-    std::vector<Record> batch;
-    size_t i = 0;
+    Record head;  // the file's next record, parsed in place (JsonlReader::next_record, docs/DESIGN.md §10), moved once
     double key = -std::numeric_limits<double>::infinity();  // merge_by_time's: the last t so far
     Warnings warnings;
     int64_t records = 0, other = 0;
@@ -407,12 +406,9 @@ bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try
   };
   std::vector<Cursor> cs(paths.size());
   bool sorted = true;
-  auto advance = [&sorted](Cursor& c) {  // to the file's next record; false at its end
-    while (c.i >= c.batch.size()) {
-      c.i = 0;
-      if (!c.in->next(c.batch, &c.warnings)) return false;
-    }
-    const double t = c.batch[c.i].t;
+  auto advance = [&sorted](Cursor& c) {  // to the file's next record (c.head a default Record); false at its end
+    if (!c.in->next_record(c.head, &c.warnings)) return false;
+    const double t = c.head.t;
     if (std::isfinite(t)) sorted &= c.key <= t, c.key = t;
     return true;
   };
@@ -423,10 +419,9 @@ bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try
     cs[f].in = open_reader(paths[f], paths.size(), &size);
     if (!advance(cs[f])) continue;
     heap.push_back(f);
-    // The result is sized once, from each file's first chunk (records per byte): a larger vector only
+    // The result is sized once, from each file's first chunk (lines per byte): a larger vector only
     // reserves address space.
-    if (size && cs[f].in->offset() > 0)
-      expect += static_cast<double>(cs[f].batch.size()) * static_cast<double>(*size) / static_cast<double>(cs[f].in->offset()) * 1.05;
+    if (size) expect += 1 + cs[f].in->lines_per_byte() * static_cast<double>(*size) * 1.05;
   }
   m.records.reserve(static_cast<size_t>(expect));
   huge_pages(m.records.data(), m.records.capacity() * sizeof(Record));
@@ -438,17 +433,21 @@ bool merge_rank_files(const std::vector<std::string>& paths, MergedRanks& m) try
   std::vector<std::optional<int64_t>> named(paths.size());
   for (size_t f = 0; f < paths.size(); ++f) named[f] = named_rank(paths[f]);
   while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const size_t f = heap.back();
+    const size_t f = heap.front();
     Cursor& c = cs[f];
-    Record& r = c.batch[c.i++];
+    Record& r = c.head;
     ++c.records;
     if (named[f] && r.rank != *named[f]) ++c.other, c.other_rank = r.rank;
     max_rank = std::max(max_rank, r.rank);
     m.records.push_back(std::move(r));
+    reset(r);
     from.push_back(static_cast<uint32_t>(f));
-    if (advance(c)) std::push_heap(heap.begin(), heap.end(), later);
-    else heap.pop_back();
+    if (!advance(c)) {
+      heap.front() = heap.back();
+      heap.pop_back();
+      if (heap.empty()) break;
+    }
+    sift_top(heap, later);
   }
   if (!sorted) reorder(m.records, from, paths.size());
   for (size_t f = 0; f < paths.size(); ++f) {

@@ -381,6 +381,39 @@ std::string jsonl_detail::parse_general(std::string_view line, Record& r) {
 
 namespace {
 
+// What became of the line at base[pos, n) that the writer's form did not take.
+enum class Line { record, skipped, incomplete };
+
+// The line at base[pos, n) (a buffer with `cap` >= n + SIMDJSON_PADDING readable bytes) by simdjson,
+// into `r` (a default Record). record: `r` holds it; skipped: blank or malformed (said in `warnings`),
+// `r` default again; incomplete: no newline before n (pos and line_no unchanged). pos and line_no (the
+// last line consumed) move past a line consumed. Every reader of this format goes through here after
+// the one-pass form (parse_padded, JsonlReader::next_record): one wording of every warning.
+Line parse_other_line(const char* base, size_t& pos, size_t n, size_t cap, const std::string& file, size_t& line_no,
+                      Record& r, std::vector<std::string>* warnings) {
+  const char* nl = static_cast<const char*>(std::memchr(base + pos, '\n', n - pos));
+  if (!nl) return Line::incomplete;
+  ++line_no;
+  const size_t len = static_cast<size_t>(nl - (base + pos));
+  std::string_view line(base + pos, len);
+  const size_t start = pos;
+  pos += len + 1;
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return Line::skipped;
+  std::string e = line_codec().parse_general(simdjson::padded_string_view(base + start, len, cap - start), r);  // (not the form)
+  if (e.empty()) return Line::record;
+  r = Record();
+  if (warnings) {
+    if (binary_line(line)) warnings->push_back(fmt::format("{}:{}: binary data ({} bytes), line skipped", file, line_no, len));
+    else warnings->push_back(fmt::format("{}:{}: {}", file, line_no, e));
+  }
+  return Line::skipped;
+}
+
+void warn_half_written(std::vector<std::string>* warnings, const std::string& file, size_t line_no, size_t bytes) {
+  if (warnings)
+    warnings->push_back(fmt::format("{}:{}: last line has no newline (half-written?), {} bytes ignored", file, line_no, bytes));
+}
+
 // The complete lines of base[0, n) (a buffer with `cap` >= n + SIMDJSON_PADDING readable bytes),
 // appended to `out`; returns the bytes consumed and adds the lines consumed to *lines.
 size_t parse_padded(const char* base, size_t n, size_t cap, const std::string& file, size_t first_line, bool final,
@@ -395,41 +428,23 @@ size_t parse_padded(const char* base, size_t n, size_t cap, const std::string& f
   // Grown by half at least when it must grow: a file read whole appends chunk after chunk to one vector.
   const size_t need = out.size() + static_cast<size_t>(static_cast<double>(n) / static_cast<double>(sample + 1) * sample_lines * 1.05) + 16;
   if (need > out.capacity()) out.reserve(std::max(need, out.capacity() + out.capacity() / 2));
-  LineCodec& codec = line_codec();
   size_t pos = 0, line_no = first_line - 1;
   while (pos < n) {
-    {
-      // A line of the writer's form ends where the form does: no search for its newline.
-      Record& r = out.emplace_back();
-      const char* stop = writer_form(base + pos, base + n, r);
-      if (stop && stop < base + n && *stop == '\n') {
-        ++line_no;
-        pos = static_cast<size_t>(stop - base) + 1;
-        continue;
-      }
-      out.pop_back();
-    }
-    const char* nl = static_cast<const char*>(std::memchr(base + pos, '\n', n - pos));
-    if (!nl) {
-      if (final && warnings)
-        warnings->push_back(
-            fmt::format("{}:{}: last line has no newline (half-written?), {} bytes ignored", file, line_no + 1, n - pos));
-      break;
-    }
-    ++line_no;
-    const size_t len = static_cast<size_t>(nl - (base + pos));
-    std::string_view line(base + pos, len);
-    const size_t start = pos;
-    pos += len + 1;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Record& r = out.emplace_back();
-    std::string e = codec.parse_general(simdjson::padded_string_view(base + start, len, cap - start), r);  // (not the form)
-    if (!e.empty()) {
-      out.pop_back();
-      if (warnings) {
-        if (binary_line(line)) warnings->push_back(fmt::format("{}:{}: binary data ({} bytes), line skipped", file, line_no, len));
-        else warnings->push_back(fmt::format("{}:{}: {}", file, line_no, e));
-      }
+    // A line of the writer's form ends where the form does: no search for its newline.
+    const char* stop = writer_form(base + pos, base + n, r);
+    if (stop && stop < base + n && *stop == '\n') {
+      ++line_no;
+      pos = static_cast<size_t>(stop - base) + 1;
+      continue;
+    }
+    r = Record();
+    const Line got = parse_other_line(base, pos, n, cap, file, line_no, r, warnings);
+    if (got == Line::record) continue;
+    out.pop_back();
+    if (got == Line::incomplete) {
+      if (final) warn_half_written(warnings, file, line_no + 1, n - pos);
+      break;
     }
   }
   *lines += line_no - (first_line - 1);
@@ -470,36 +485,85 @@ bool JsonlReader::next(std::vector<Record>& out, std::vector<std::string>* warni
   return true;
 }
 
-bool JsonlReader::append_chunk(std::vector<Record>& out, std::vector<std::string>* warnings) {
-  // buf_ holds [0, have_) read and not yet parsed (a partial last line), then room for a chunk and
-  // the padding simdjson reads past a line: parsed in place, no copy.
-  if (eof_ && have_ == 0) return false;
-  if (!eof_) {
-    // One allocation of chunk + a line's slack, read into as far as it goes (the partial line kept
-    // from the last read shortens the next one); it grows only for a line longer than the chunk.
-    const size_t pad = simdjson::SIMDJSON_PADDING;
-    if (buf_.empty()) buf_.resize(chunk_ + chunk_ / 4 + pad);
-    if (buf_.size() < have_ + chunk_ / 2 + pad) buf_.resize(have_ + chunk_ + pad);
-    const size_t want = buf_.size() - have_ - pad;
-    const size_t got = std::fread(buf_.data() + have_, 1, want, f_);
-    have_ += got;
-    if (got < want) eof_ = true;
-  }
-  std::memset(buf_.data() + have_, 0, simdjson::SIMDJSON_PADDING);
-  size_t lines = 0;
-  const size_t used = parse_padded(buf_.data(), have_, buf_.size(), path_, line_, eof_, out, warnings, &lines);
-  line_ += lines;
-  const size_t left = eof_ ? 0 : have_ - used;
-  offset_ += used;
+void JsonlReader::check_line_bound() const {
   // A line still without its newline past the bound is not telemetry (a sparse or binary file): said,
   // naming where it starts, before the buffer grows any further.
-  if (left > kMaxRecordLineBytes)
+  const size_t left = have_ - pos_;
+  if (!eof_ && left > kMaxRecordLineBytes)
     throw InputError(fmt::format("{}: a telemetry file: line {} (byte offset {}) runs past {} bytes without a "
                                  "newline; a record line is at most {}: not telemetry",
-                                 path_, line_, offset_, left, human_bytes(kMaxRecordLineBytes)));
-  std::memmove(buf_.data(), buf_.data() + used, left);
+                                 path_, line_, offset_ + pos_, left, human_bytes(kMaxRecordLineBytes)));
+}
+
+void JsonlReader::read_more() {
+  // buf_ holds [pos_, have_) read and not yet parsed (a partial last line), moved to its start, then
+  // room for a chunk and the padding simdjson reads past a line: parsed in place, no copy. One
+  // allocation of chunk + a line's slack, read into as far as it goes (the partial line kept from the
+  // last read shortens the next one); it grows only for a line longer than the chunk.
+  const size_t left = have_ - pos_;
+  if (left) std::memmove(buf_.data(), buf_.data() + pos_, left);
+  offset_ += pos_;
+  pos_ = 0;
   have_ = left;
+  const size_t pad = simdjson::SIMDJSON_PADDING;
+  if (buf_.empty()) buf_.resize(chunk_ + chunk_ / 4 + pad);
+  if (buf_.size() < have_ + chunk_ / 2 + pad) buf_.resize(have_ + chunk_ + pad);
+  const size_t want = buf_.size() - have_ - pad;
+  const size_t got = std::fread(buf_.data() + have_, 1, want, f_);
+  have_ += got;
+  if (got < want) eof_ = true;
+  std::memset(buf_.data() + have_, 0, simdjson::SIMDJSON_PADDING);
+}
+
+bool JsonlReader::append_chunk(std::vector<Record>& out, std::vector<std::string>* warnings) {
+  if (eof_ && have_ == pos_) return false;
+  if (!eof_) read_more();
+  size_t lines = 0;
+  const size_t used = parse_padded(buf_.data() + pos_, have_ - pos_, buf_.size() - pos_, path_, line_, eof_, out,
+                                   warnings, &lines);
+  line_ += lines;
+  pos_ += used;
+  if (eof_) have_ = pos_;  // (a half-written last line is ignored, said above; offset() leaves it out)
+  check_line_bound();
   return true;
+}
+
+bool JsonlReader::next_record(Record& r, std::vector<std::string>* warnings) {
+  for (;;) {
+    if (pos_ < have_) {
+      // A line of the writer's form ends where the form does: no search for its newline (parse_padded).
+      const char* base = buf_.data();
+      const char* stop = writer_form(base + pos_, base + have_, r);
+      if (stop && stop < base + have_ && *stop == '\n') {
+        ++line_;
+        pos_ = static_cast<size_t>(stop - base) + 1;
+        return true;
+      }
+      r = Record();
+      size_t line_no = line_ - 1;
+      const Line got = parse_other_line(base, pos_, have_, buf_.size(), path_, line_no, r, warnings);
+      line_ = line_no + 1;
+      if (got == Line::record) return true;
+      if (got == Line::skipped) continue;
+      check_line_bound();
+    }
+    if (eof_) {
+      if (pos_ < have_) warn_half_written(warnings, path_, line_, have_ - pos_);
+      have_ = pos_;  // (ignored, said once; offset() leaves it out)
+      return false;
+    }
+    read_more();
+  }
+}
+
+double JsonlReader::lines_per_byte() const {
+  const size_t n = std::min<size_t>(have_ - pos_, 1 << 16);
+  if (n == 0) return 0;
+  const char* const base = buf_.data() + pos_;
+  size_t lines = 0;
+  for (const char* p = base; (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(base + n - p)))); ++p)
+    ++lines;
+  return static_cast<double>(std::max<size_t>(lines, 1)) / static_cast<double>(n);
 }
 
 std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings) {
@@ -513,9 +577,9 @@ std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>
   const uint64_t size = ::fstat(::fileno(in.f_), &st) == 0 && st.st_size > 0 ? static_cast<uint64_t>(st.st_size) : 0;
   bool sized = false;
   while (in.append_chunk(all, warnings)) {
-    if (!sized && in.offset_ > 0 && !all.empty()) {
+    if (!sized && in.offset() > 0 && !all.empty()) {
       sized = true;
-      const double per_byte = static_cast<double>(all.size()) / static_cast<double>(in.offset_);
+      const double per_byte = static_cast<double>(all.size()) / static_cast<double>(in.offset());
       const auto expect = static_cast<size_t>(per_byte * static_cast<double>(size) * 1.05) + 16;
       if (expect > all.capacity()) all.reserve(expect);
     }

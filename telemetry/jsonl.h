@@ -78,21 +78,34 @@ class JsonlReader {
   JsonlReader& operator=(const JsonlReader&) = delete;
   // Replaces `out` with the next records (at least one unless the file has ended: then false).
   bool next(std::vector<Record>& out, std::vector<std::string>* warnings);
+  // The next record, parsed into `r`, which must be a default Record (Record{}); false once the file
+  // has ended (`r` then default). The same records, warnings and errors as next(), one at a time: a
+  // merge of files keeps each file's next record in place (one Record, in cache) rather than a chunk's
+  // worth (readers/log_stream.cpp, docs/DESIGN.md §10). The two may be mixed.
+  bool next_record(Record& r, std::vector<std::string>* warnings);
   const std::string& path() const { return path_; }
-  uint64_t offset() const { return offset_; }  // bytes of the file parsed so far
+  uint64_t offset() const { return offset_ + pos_; }  // bytes of the file parsed so far
+  // Lines per byte of the bytes read and not yet parsed (at most their first 64 KiB), 0 when none: an
+  // estimate of the file's records per byte, to size a result once.
+  double lines_per_byte() const;
 
  private:
   friend std::vector<Record> read_jsonl(const std::string& path, std::vector<std::string>* warnings);
   // Reads and parses the next chunk, appending its records (maybe none) to `out`; false once the file
   // has ended.
   bool append_chunk(std::vector<Record>& out, std::vector<std::string>* warnings);
+  // Moves the unparsed bytes to buf_'s start and reads the next chunk after them (eof_ once short).
+  void read_more();
+  // Throws InputError when the line at pos_ has run past kMaxRecordLineBytes without its newline.
+  void check_line_bound() const;
 
   std::string path_;
   size_t chunk_;
   std::FILE* f_ = nullptr;
-  std::vector<char> buf_;  // bytes read and not yet parsed (a partial last line), then room to read
+  std::vector<char> buf_;  // bytes read: [pos_, have_) not yet parsed (a partial last line), then room to read
+  size_t pos_ = 0;         // first byte of buf_ not yet parsed
   size_t have_ = 0;        // bytes of buf_ in use
-  size_t line_ = 1;        // line number of buf_'s first line
+  size_t line_ = 1;        // line number of the line at pos_
   uint64_t offset_ = 0;    // byte offset of buf_'s first byte in the file
   bool eof_ = false;
 };

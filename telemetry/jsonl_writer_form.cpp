@@ -2,6 +2,7 @@
 // in telemetry/jsonl.h);
 // any line it does not take goes to the general parser in telemetry/jsonl.cpp. Compiled, like
 // jsonl.cpp, for the build host's AVX2 where FLATLINE_JSON_SIMD is on (CMakeLists.txt).
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -185,32 +186,22 @@ Field key_at(const char* p, const char* end, int& next) {
   return fUnknown;
 }
 
-std::optional<double>* number_field(Record& r, Field id) {
-  switch (id) {
-    case fLoss: return &r.loss;
-    case fLossAvg: return &r.loss_avg;
-    case fLr: return &r.lr;
-    case fGradNorm: return &r.grad_norm;
-    case fLocalGradNorm: return &r.local_grad_norm;
-    case fGradZeroFrac: return &r.grad_zero_frac;
-    case fParamNorm: return &r.param_norm;
-    case fUpdateNorm: return &r.update_norm;
-    case fLossScale: return &r.loss_scale;
-    case fStepMs: return &r.step_ms;
-    case fCommMs: return &r.comm_ms;
-    case fEvalLoss: return &r.eval_loss;
-    default: return nullptr;
-  }
-}
-std::optional<int64_t>* integer_field(Record& r, Field id) {
-  switch (id) {
-    case fOptStep: return &r.opt_step;
-    case fEpoch: return &r.epoch;
-    case fSamplesSeen: return &r.samples_seen;
-    case fParamMismatches: return &r.param_mismatches;
-    default: return nullptr;
-  }
-}
+// Each number and integer field's member of Record: a table (one load), where a switch per field
+// was an indirect jump.
+constexpr auto kNumberField = [] {
+  std::array<std::optional<double> Record::*, kFields> m{};
+  m[fLoss] = &Record::loss, m[fLossAvg] = &Record::loss_avg, m[fLr] = &Record::lr, m[fGradNorm] = &Record::grad_norm;
+  m[fLocalGradNorm] = &Record::local_grad_norm, m[fGradZeroFrac] = &Record::grad_zero_frac;
+  m[fParamNorm] = &Record::param_norm, m[fUpdateNorm] = &Record::update_norm, m[fLossScale] = &Record::loss_scale;
+  m[fStepMs] = &Record::step_ms, m[fCommMs] = &Record::comm_ms, m[fEvalLoss] = &Record::eval_loss;
+  return m;
+}();
+constexpr auto kIntegerField = [] {
+  std::array<std::optional<int64_t> Record::*, kFields> m{};
+  m[fOptStep] = &Record::opt_step, m[fEpoch] = &Record::epoch, m[fSamplesSeen] = &Record::samples_seen;
+  m[fParamMismatches] = &Record::param_mismatches;
+  return m;
+}();
 
 }  // namespace
 
@@ -235,7 +226,7 @@ const char* writer_form(const char* p, const char* const end, Record& r) {
     } else {
       switch (type_of(id)) {
         case FieldType::number: {
-          std::optional<double>& out = id == fT ? t : *number_field(r, id);
+          std::optional<double>& out = id == fT ? t : r.*kNumberField[id];
           double v;
           if (p < end && *p == '"') {
             std::string_view s;
@@ -253,7 +244,7 @@ const char* writer_form(const char* p, const char* const end, Record& r) {
         case FieldType::integer: {
           int64_t v;
           if (!integer(p, end, v)) return nullptr;
-          (id == fRank ? rank : id == fStep ? step : *integer_field(r, id)) = v;
+          (id == fRank ? rank : id == fStep ? step : r.*kIntegerField[id]) = v;
           break;
         }
         case FieldType::flag: {

@@ -1,9 +1,12 @@
 // LogStream (readers/reader.h): rank files streamed a chunk at a time and merged by t give exactly
 // the records, order and warnings of read_log; JsonlReader's chunks keep line numbers across their
 // boundaries; other formats are read whole.
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "core/input_file.h"
 #include "telemetry/jsonl.h"
 #include "tests/readers/helpers.h"
 
@@ -67,6 +70,85 @@ TEST(Stream, ChunksKeepLineNumbersAndHalfWrittenLines) {
   ASSERT_EQ(w.size(), 2u);
   EXPECT_EQ(w[0], p + ":250: field 'step': expected an integer, got \"x\"");
   EXPECT_EQ(w[1], p + ":401: last line has no newline (half-written?), 18 bytes ignored");
+}
+
+// JsonlReader::next_record, what the merges read with: the records, warnings and line numbers of the
+// chunked reads, across chunk boundaries, with blank, malformed, binary, non-writer-form and
+// half-written lines; a line without end refused with the same error.
+TEST(Stream, RecordByRecordReadsAsChunksDo) {
+  std::string text;
+  for (int i = 1; i <= 600; ++i) {
+    if (i == 70) text += "\n";
+    else if (i == 150) text += "{\"kind\":\"step\",\"step\":\"x\"}\n";
+    else if (i == 230) text += std::string("{\"kind\":\"st\x01p\"}\n");
+    else if (i == 310) text += fmt::format("{{ \"kind\": \"step\", \"rank\": 0, \"t\": {}, \"step\": {} }}\n", i, i);
+    else if (i == 390) text += fmt::format("{{\"kind\":\"event\",\"rank\":0,\"t\":{},\"step\":{},\"name\":\"error\",\"detail\":\"{}\"}}\n", i, i, std::string(5000, 'x'));
+    else text += fmt::format("{{\"kind\":\"step\",\"rank\":0,\"t\":{},\"step\":{},\"loss\":{}}}\n", i, i, 2.5 + 1.0 / i);
+  }
+  text += "{\"kind\":\"step\",\"st";
+  const std::string p = temp_file("by-record/rank-0.jsonl", text);
+  Warnings whole_w;
+  const auto whole = read_jsonl(p, &whole_w);
+  ASSERT_EQ(whole.size(), 597u);
+  ASSERT_EQ(whole_w.size(), 3u);
+  for (size_t chunk : {size_t{4096}, size_t{1} << 20}) {
+    JsonlReader r(p, chunk);
+    std::vector<Record> all;
+    Warnings w;
+    Record rec;
+    while (r.next_record(rec, &w)) {
+      all.push_back(rec);
+      rec = Record();
+    }
+    EXPECT_FALSE(r.next_record(rec, &w));  // (and stays ended, the last line said once)
+    EXPECT_EQ(lines_of(all), lines_of(whole)) << chunk;
+    EXPECT_EQ(w, whole_w) << chunk;
+    EXPECT_EQ(r.offset(), text.size() - 18);
+  }
+  // A line running past kMaxRecordLineBytes: the error of the chunked read, word for word.
+  const std::string q = temp_file("by-record/rank-1.jsonl", text.substr(0, 2000) + std::string(3 << 20, 'a'));
+  for (size_t chunk : {size_t{64} << 10, size_t{1} << 20}) {
+    std::string chunked, by_record;
+    try {
+      JsonlReader r(q, chunk);
+      std::vector<Record> batch;
+      while (r.next(batch, nullptr)) {
+      }
+    } catch (const InputError& e) {
+      chunked = e.what();
+    }
+    try {
+      JsonlReader r(q, chunk);
+      Record rec;
+      while (r.next_record(rec, nullptr)) rec = Record();
+    } catch (const InputError& e) {
+      by_record = e.what();
+    }
+    EXPECT_NE(chunked.find(": line 32 (byte offset 1953) runs past"), std::string::npos) << chunked;
+    EXPECT_EQ(by_record, chunked);
+  }
+}
+
+// A file's warnings are said in file order, as read_log says them, however its chunks interleave with
+// the other files' records.
+TEST(Stream, WarningsInFileOrder) {
+  std::string r0, r1;
+  for (int i = 1; i <= 3000; ++i) {
+    r0 += i == 2900 ? std::string("{\"kind\":\"step\",\"step\":\"late\"}\n")
+                    : fmt::format("{{\"kind\":\"step\",\"rank\":0,\"t\":{},\"step\":{},\"loss\":2.5}}\n", i, i);
+    r1 += i == 10 ? std::string("{\"kind\":\"step\",\"step\":\"early\"}\n")
+                  : fmt::format("{{\"kind\":\"step\",\"rank\":1,\"t\":{},\"step\":{},\"loss\":2.5}}\n", i, i);
+  }
+  const std::string p0 = temp_file("stream-order/telemetry/rank-0.jsonl", r0);
+  const std::string p1 = temp_file("stream-order/telemetry/rank-1.jsonl", r1);
+  const std::string dir = std::filesystem::path(p0).parent_path().parent_path().string();
+  LogStream s(dir);
+  EXPECT_EQ(drain(s, 100).size(), 5998u);
+  const LogData whole = read_log(dir);
+  EXPECT_EQ(s.warnings(), whole.warnings);
+  ASSERT_EQ(s.warnings().size(), 2u);
+  EXPECT_EQ(s.warnings()[0], p0 + ":2900: field 'step': expected an integer, got \"late\"");
+  EXPECT_EQ(s.warnings()[1], p1 + ":10: field 'step': expected an integer, got \"early\"");
 }
 
 TEST(Stream, OtherFormatsAreReadWhole) {
