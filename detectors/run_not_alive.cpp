@@ -165,14 +165,45 @@ class RunNotAlive final : public BlockDetector {
       gate_.see_all(static_cast<int>(n));
       ranks_.present_upto(static_cast<int>(n));
     }
+    // In lockstep with no candidate pending, the gate is not asked until a record has something to say:
+    // plain rows (RankClock::plain_step) and quiet heartbeats (quiet_beat) cannot offer one, so their
+    // positions are moved in one pass (RankGate::advance_rows) once the block ends or before the first
+    // record that may offer (positions only grow, and a poll needs a candidate: the same commits).
+    bool deferred = b.lockstep && !gate_.has_candidate();
     size_t j = 0;
     for (size_t i = 0; i <= n; ++i) {
-      for (; j < nb && b.beats[j].row <= i; ++j)
-        beats(b, b.beats[j], b.lockstep && static_cast<size_t>(b.beats[j].rank) < n);
+      for (; j < nb && b.beats[j].row <= i; ++j) {
+        const StepBlock::Beats& run = b.beats[j];
+        const bool known = b.lockstep && static_cast<size_t>(run.rank) < n;
+        if (deferred && !(known && run.n == 1 && run.phase < kOtherPhase &&
+                          ranks_.unchecked(run.rank).quiet_beat(run.t0, run.phase, kMinStallS))) {
+          gate_.advance_rows(b.t.data(), 0, i);  // the rows before this record
+          deferred = false;
+        } else if (deferred) {
+          any_hb_ = true;
+          gate_.advance_seen(run.rank, run.t0);  // (a quiet beat: it offers nothing)
+          continue;
+        }
+        beats(b, run, known);
+      }
       if (i == n) break;
-      if (b.lockstep) lockstep_row(b, i);
-      else step_row(b, i);
+      if (!b.lockstep) {
+        step_row(b, i);
+      } else if (!deferred || !plain_row(b, i)) {
+        if (deferred) gate_.advance_rows(b.t.data(), 0, i), deferred = false;
+        lockstep_row(b, i);
+      }
     }
+    if (deferred) gate_.advance_rows(b.t.data(), 0, n);
+  }
+
+  // RankClock::plain_step() for row i of a block in lockstep; false, and nothing done, when it is not one.
+  bool plain_row(const StepBlock& b, size_t i) {
+    RankClock& s = ranks_.unchecked(static_cast<int>(i));
+    const bool has_opt = b.flags[i] & StepBlock::kOptStep;
+    if (!s.plain_step(b.t[i], b.step[i], has_opt, b.opt_step[i])) return false;
+    s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
+    return true;
   }
 
   // step_row() for row i of a block in lockstep: rank i, already known, with a finite t.
@@ -224,13 +255,16 @@ class RunNotAlive final : public BlockDetector {
     any_hb_ = true;
     if (!known) gate_.see(r);
     RankClock& s = known ? ranks_.unchecked(r) : ranks_[r];
-    if (s.phase_t.empty()) {
-      s.phase_cap = RankClock::phase_history(world_);
-      s.phase_t.reserve(s.phase_cap), s.phase_id.reserve(s.phase_cap);
-    }
+    if (s.phase_t.empty()) s.set_phase_history(RankClock::phase_history(world_));
     const uint8_t phase = run.phase < kOtherPhase ? run.phase : intern(b.phase_name(run.phase));
     double t = run.t0;
     for (int k = 0; k < run.n; ++k, t += run.dt) {
+      if (s.quiet_beat(t, phase, kMinStallS)) {  // (maybe_late: no deadline is shorter than kMinStallS)
+        any_t_ = true;
+        gate_.advance_seen(r, t);
+        if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
+        continue;
+      }
       s.stopped = s.silence_offered = false;  // a stray heartbeat does not reopen an ended stream
       if (!finite(t)) {
         if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
@@ -311,6 +345,7 @@ class RunNotAlive final : public BlockDetector {
     return id < kOtherPhase ? kPhaseNames[id] : other_phases_[static_cast<size_t>(id - kOtherPhase)];
   }
 
+  static_assert(kMinStallS <= kFallbackBound && kMinStallS <= kFirstStepAllowanceS, "RankClock::quiet_beat's bound");
   // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier heartbeat
   // cannot be late; the medians are computed only for heartbeats past it.
   static bool maybe_late(double t, const RankClock& s) {
