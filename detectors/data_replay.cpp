@@ -173,19 +173,22 @@ class DataReplay final : public BlockDetector {
     if (ranks_.size() < n) ranks_.resize(n, Rank(per_rank_));
     gate_.next_all(static_cast<int>(n));
     tags_.resize(n);
-    for (size_t i = 0; i < n; ++i) tags_[i] = HashHistory::tag_of(b.batch_hash[i]);
+    uint32_t* const tags = tags_.data();
+    const uint64_t* const hashes = b.batch_hash.data();
+    for (size_t i = 0; i < n; ++i) tags[i] = HashHistory::tag_of(hashes[i]);
     constexpr size_t kAhead = 8;  // a power of two
     size_t home[kAhead];
-    for (size_t i = 0; i < kAhead && i < n; ++i) home[i] = ranks_[i].first_seen.prefetch_home(tags_[i]);
-    const uint64_t* flags = b.flags.data();
-    const int64_t *epoch = b.epoch.data(), *step = b.step.data();
+    Rank* const ranks = ranks_.data();
+    for (size_t i = 0; i < kAhead && i < n; ++i) home[i] = ranks[i].first_seen.prefetch_home(tags[i]);
+    const uint64_t* const flags = b.flags.data();
+    const int64_t *const epoch = b.epoch.data(), *const step = b.step.data();
     for (size_t i = 0; i < n; ++i) {
       const size_t bucket = home[i % kAhead];
-      if (i + kAhead < n) home[(i + kAhead) % kAhead] = ranks_[i + kAhead].first_seen.prefetch_home(tags_[i + kAhead]);
-      Rank& s = ranks_[i];
+      if (i + kAhead < n) home[(i + kAhead) % kAhead] = ranks[i + kAhead].first_seen.prefetch_home(tags[i + kAhead]);
+      Rank& s = ranks[i];
       const uint64_t f = flags[i];
       if (f & StepBlock::kBatchHash) {
-        const uint32_t t = tags_[i];
+        const uint32_t t = tags[i];
         const bool has_epoch = f & StepBlock::kEpoch;
         if (s.settled & (s.has_epoch == has_epoch) & (s.epoch == epoch[i]) &&
             !(s.first_seen.evicted() && s.maybe_anchor(t)) && s.first_seen.try_insert_new(bucket, t, step[i])) {

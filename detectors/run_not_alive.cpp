@@ -56,6 +56,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -165,45 +167,51 @@ class RunNotAlive final : public BlockDetector {
       gate_.see_all(static_cast<int>(n));
       ranks_.present_upto(static_cast<int>(n));
     }
-    // In lockstep with no candidate pending, the gate is not asked until a record has something to say:
-    // plain rows (RankClock::plain_step) and quiet heartbeats (quiet_beat) cannot offer one, so their
-    // positions are moved in one pass (RankGate::advance_rows) once the block ends or before the first
-    // record that may offer (positions only grow, and a poll needs a candidate: the same commits).
-    bool deferred = b.lockstep && !gate_.has_candidate();
-    size_t j = 0;
-    for (size_t i = 0; i <= n; ++i) {
-      for (; j < nb && b.beats[j].row <= i; ++j) {
-        const StepBlock::Beats& run = b.beats[j];
-        const bool known = b.lockstep && static_cast<size_t>(run.rank) < n;
-        if (deferred && !(known && run.n == 1 && run.phase < kOtherPhase &&
-                          ranks_.unchecked(run.rank).quiet_beat(run.t0, run.phase, kMinStallS))) {
-          gate_.advance_rows(b.t.data(), 0, i);  // the rows before this record
-          deferred = false;
-        } else if (deferred) {
-          any_hb_ = true;
-          gate_.advance_seen(run.rank, run.t0);  // (a quiet beat: it offers nothing)
-          continue;
-        }
-        beats(b, run, known);
-      }
-      if (i == n) break;
-      if (!b.lockstep) {
-        step_row(b, i);
-      } else if (!deferred || !plain_row(b, i)) {
-        if (deferred) gate_.advance_rows(b.t.data(), 0, i), deferred = false;
-        lockstep_row(b, i);
-      }
+    // In lockstep with no candidate pending, the plain rows and quiet heartbeats up to the first record
+    // that may offer a candidate go through plain_prefix(): they cannot offer one, so the rows' positions
+    // are moved in one pass afterwards (positions only grow, and a poll needs a candidate: the same
+    // commits); the rest of the block, from that record on, record by record.
+    size_t i0 = 0, j = 0;
+    if (b.lockstep && !gate_.has_candidate()) {
+      std::tie(i0, j) = plain_prefix(b);
+      gate_.advance_rows(b.t.data(), 0, i0);
     }
-    if (deferred) gate_.advance_rows(b.t.data(), 0, n);
+    for (size_t i = i0; i <= n; ++i) {
+      for (; j < nb && b.beats[j].row <= i; ++j)
+        beats(b, b.beats[j], b.lockstep && static_cast<size_t>(b.beats[j].rank) < n);
+      if (i == n) break;
+      if (b.lockstep) lockstep_row(b, i);
+      else step_row(b, i);
+    }
   }
 
-  // RankClock::plain_step() for row i of a block in lockstep; false, and nothing done, when it is not one.
-  bool plain_row(const StepBlock& b, size_t i) {
-    RankClock& s = ranks_.unchecked(static_cast<int>(i));
-    const bool has_opt = b.flags[i] & StepBlock::kOptStep;
-    if (!s.plain_step(b.t[i], b.step[i], has_opt, b.opt_step[i])) return false;
-    s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
-    return true;
+  // The records of a block in lockstep in stream order while each is a plain row (RankClock::plain_step)
+  // or a quiet heartbeat (quiet_beat) of a rank in the block; returns (i, j): rows [0, i) and heartbeat
+  // runs [0, j) taken. The rows do not move their gate positions (the caller does).
+  std::pair<size_t, size_t> plain_prefix(const StepBlock& b) {
+    const size_t n = b.rows(), nb = b.beats.size();
+    const StepBlock::Beats* runs = b.beats.data();
+    const double* t = b.t.data();
+    const int64_t *step = b.step.data(), *opt = b.opt_step.data();
+    const uint64_t* flags = b.flags.data();
+    RankClock* clocks = n ? &ranks_.unchecked(0) : nullptr;  // (lockstep: ranks 0..n-1 are present)
+    size_t i = 0, j = 0;
+    for (;;) {
+      const size_t until = j < nb ? std::min<size_t>(runs[j].row, n) : n;
+      for (; i < until; ++i) {
+        RankClock& s = clocks[i];
+        if (!s.plain_step(t[i], step[i], flags[i] & StepBlock::kOptStep, opt[i])) return {i, j};
+        s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
+      }
+      if (j == nb) return {i, j};
+      const StepBlock::Beats& run = runs[j];
+      if (!(run.n == 1 && run.phase < kOtherPhase && static_cast<size_t>(run.rank) < n &&
+            clocks[run.rank].quiet_beat(run.t0, run.phase, kMinStallS)))
+        return {i, j};
+      any_hb_ = true;
+      gate_.advance_seen(run.rank, run.t0);
+      ++j;
+    }
   }
 
   // step_row() for row i of a block in lockstep: rank i, already known, with a finite t.

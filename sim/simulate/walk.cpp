@@ -34,6 +34,17 @@ __attribute__((target_clones("avx2", "default"))) void permute32(uint32_t a, uin
     out[j] = static_cast<int64_t>((c * (x ^ (x >> sh))) & mask);
   }
 }
+// The largest of t[0..n) as a loop over them would find it (the first, then any later one above it: a NaN
+// is never taken after the first), n > 0; in four lanes, so that it vectorises (max is exact).
+double latest(const double* t, size_t n) {
+  double m[4] = {t[0], t[0], t[0], t[0]};
+  size_t r = 1;
+  for (; r + 4 <= n; r += 4)
+    for (size_t k = 0; k < 4; ++k) m[k] = t[r + k] > m[k] ? t[r + k] : m[k];
+  for (; r < n; ++r) m[0] = t[r] > m[0] ? t[r] : m[0];
+  for (size_t k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
+  return m[0];
+}
 }  // namespace
 
 void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out, int64_t stride) const {
@@ -371,8 +382,7 @@ void Walk::log_all(const StepValues& v) {
   } else {
     c.all_has = StepBlock::kAllFields;
     c.lockstep = W > 0;
-    c.t_max = StepBlock::kNaN;
-    for (size_t r = 0; r < W; ++r) c.t_max = c.t[r] > c.t_max || r == 0 ? c.t[r] : c.t_max;
+    c.t_max = latest(c.t.data(), W);
   }
   for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
     rec_ = Record{};
