@@ -113,10 +113,14 @@ class HashHistory {
   void prefetch(uint32_t t) const {
     if (!buckets_.empty()) __builtin_prefetch(buckets_.data() + home(t));
   }
-  // The same, returning the bucket for try_insert_new() (valid until the table next grows or is rebuilt).
+  // The same, returning the bucket for try_insert_new() (valid until the table next grows or is rebuilt),
+  // and the lines an insert then touches: the bucket's spill count and, once full, the bucket of the
+  // oldest entry, which it forgets (a second miss per new batch at fleet scale).
   std::size_t prefetch_home(uint32_t t) const {
     const std::size_t b = home(t);
     __builtin_prefetch(buckets_.data() + b);  // (no table yet: mask_ 0, a harmless prefetch of nothing)
+    __builtin_prefetch(spill_.data() + b);
+    if (count_ == cap_) __builtin_prefetch(buckets_.data() + ring_[head_] / kWays);
     return b;
   }
 
