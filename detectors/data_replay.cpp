@@ -167,7 +167,8 @@ class DataReplay final : public BlockDetector {
   // row's tag mixed in a first pass, the bucket it will look in asked of memory kAhead rows before (at
   // fleet scale the tables miss the cache). A new batch of a rank whose anchors are complete, that the
   // anchors' filter does not know and that fits its home bucket (HashHistory::try_insert_new) takes the
-  // short way: remembered, counted, no repeat; any other row goes through on_hash(), with the same result.
+  // short way: remembered, counted, no repeat; any other row goes through on_hash(), with the same result
+  // (docs/DESIGN.md §2 "Passes over blocks").
   void lockstep_rows(const StepBlock& b) {
     const size_t n = b.rows();
     if (ranks_.size() < n) ranks_.resize(n, Rank(per_rank_));
