@@ -170,7 +170,8 @@ class RunNotAlive final : public BlockDetector {
     // In lockstep with no candidate pending, the plain rows and quiet heartbeats up to the first record
     // that may offer a candidate go through plain_prefix(): they cannot offer one, so the rows' positions
     // are moved in one pass afterwards (positions only grow, and a poll needs a candidate: the same
-    // commits); the rest of the block, from that record on, record by record.
+    // commits; docs/DESIGN.md §2 "Passes over blocks"); the rest of the block, from that record on,
+    // record by record.
     size_t i0 = 0, j = 0;
     if (b.lockstep && !gate_.has_candidate()) {
       std::tie(i0, j) = plain_prefix(b);
