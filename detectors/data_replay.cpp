@@ -70,37 +70,28 @@ class DataReplay final : public BlockDetector {
     s.first_seen.forget_after(r.step);
     s.origin.forget_after(r.step);
     s.epochs.forget_after(r.step);
-    s.n_last = 0;
+    s.hashed_n = 0;  // the window starts over
+    s.n_reps = 0;
   }
 
-  // One pass over the block's step rows; each row's hash mixed once for the three tables, and the line
-  // of the table it will look in asked of memory kAhead rows before (at fleet scale the tables miss the
-  // cache).
+  // One pass over the block's step rows in stream order. A rank's position on the gate is the ordinal of
+  // its step records (RankGate::next counts them).
   void observe_block(const StepBlock& b) override {
     const size_t n = b.rows();
     if (n == 0) return;
     any_steps_ = true;
     if (b.lockstep) {
-      if (ranks_.size() < n) ranks_.resize(n, Rank(per_rank_));
-      gate_.next_all(static_cast<int>(n));
-    }
-    constexpr size_t kAhead = 8;  // a power of two
-    uint32_t tags[kAhead];
-    for (size_t i = 0; i < n + kAhead; ++i) {
-      if (i < n) {
-        tags[i % kAhead] = HashHistory::tag_of(b.batch_hash[i]);
-        if (b.lockstep) ranks_[i].first_seen.prefetch(tags[i % kAhead]);
+      lockstep_rows(b);
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const int r = b.rank[i];
+        if (r < 0) continue;
+        Rank& s = rank(r);
+        const double ord = gate_.next(r);
+        const uint64_t f = b.flags[i];
+        if (f & StepBlock::kBatchHash) on_hash(b, i, HashHistory::tag_of(b.batch_hash[i]), r, ord, s);
+        else if ((f & StepBlock::kSamplesSeen) && !s.hashed) on_position(b, i, r, ord, s);
       }
-      if (i < kAhead) continue;
-      const size_t row = i - kAhead;
-      const int r = b.rank[row];
-      if (r < 0) continue;
-      Rank& s = b.lockstep ? ranks_[static_cast<size_t>(r)] : rank(r);
-      const double ord = b.lockstep ? static_cast<double>(++s.ordinal) : gate_.next(r);
-      if (!b.lockstep) ++s.ordinal;
-      const uint64_t f = b.flags[row];
-      if (f & StepBlock::kBatchHash) on_hash(b, row, tags[row % kAhead], r, ord, s);
-      else if ((f & StepBlock::kSamplesSeen) && !s.hashed) on_position(b, row, r, ord, s);
     }
     gate_.poll();
   }
@@ -120,24 +111,28 @@ class DataReplay final : public BlockDetector {
   }
 
  private:
-  struct Seen {
-    bool repeat;
-    int64_t step, first_step;
+  struct Repeat {  // a repeat in the window: the rank's hashed record it was (hashed_n), its step, the first
+    int64_t at, step, first_step;
   };
   struct Rank {
     explicit Rank(size_t per_rank = 1) : first_seen(per_rank), origin(kOriginAnchors), epochs(kEpochAnchors * kAnchoredEpochs) {}
-    int64_t ordinal = 0, repeats = 0, distinct = 0;
-    std::optional<int64_t> position, position_step;  // the last samples_seen and its step
-    bool hashed = false;                             // this rank logs batch hashes
+    // what a new batch reads and writes (lockstep_rows), first
     HashHistory first_seen;                          // hash -> step it was first seen at (the latest per_rank_)
+    int64_t distinct = 0;
+    int64_t hashed_n = 0;                            // hashed records since the start or the last resume
+    int64_t epoch = 0;                               // the `epoch` of the last new hashed record, if any
+    bool has_epoch = false;
+    bool settled = false;  // its anchors of the run's start and of `epoch` are complete (no new one to add)
+    bool hashed = false;                             // this rank logs batch hashes
+    int64_t repeats = 0;
+    std::optional<int64_t> position, position_step;  // the last samples_seen and its step
     HashHistory origin, epochs;                      // the anchors (see Window)
     int64_t origin_n = 0, epoch_n = 0;
-    bool has_epoch = false;                          // the `epoch` of the last new hashed record, if any
-    int64_t epoch = 0;
-    // the last kWindow hashed records, a ring: the newest at last[(head + kWindow - 1) % kWindow]
-    Seen last[kWindow];
-    size_t n_last = 0, head = 0;
-    // A Bloom filter over the anchors' tags (two bits of kBloomBits each): most new hashes are no anchor,
+    // the last kWindow repeats (a ring, the newest at reps[(n_reps - 1) % kWindow]); the window is the last
+    // min(hashed_n, kWindow) hashed records, so a repeat is in it while hashed_n - at < kWindow
+    Repeat reps[kWindow];
+    size_t n_reps = 0;
+  // A Bloom filter over the anchors' tags (two bits of kBloomBits each): most new hashes are no anchor,
     // and one test says so without looking in the two tables. It may hold anchors the tables forgot (a
     // filter only ever needs to be a superset); it is rebuilt from the tables once kBloomBits / 16
     // anchors were added since it was last.
@@ -166,6 +161,47 @@ class DataReplay final : public BlockDetector {
   Rank& rank(int r) {
     if (static_cast<size_t>(r) >= ranks_.size()) ranks_.resize(static_cast<size_t>(r) + 1, Rank(per_rank_));
     return ranks_[static_cast<size_t>(r)];
+  }
+
+  // The rows of a block in lockstep (row i is rank i): the ranks made known to the gate at once, each
+  // row's tag mixed in a first pass, the bucket it will look in asked of memory kAhead rows before (at
+  // fleet scale the tables miss the cache). A new batch of a rank whose anchors are complete, that the
+  // anchors' filter does not know and that fits its home bucket (HashHistory::try_insert_new) takes the
+  // short way: remembered, counted, no repeat; any other row goes through on_hash(), with the same result
+  // (docs/DESIGN.md §2 "Passes over blocks").
+  void lockstep_rows(const StepBlock& b) {
+    const size_t n = b.rows();
+    if (ranks_.size() < n) ranks_.resize(n, Rank(per_rank_));
+    gate_.next_all(static_cast<int>(n));
+    tags_.resize(n);
+    uint32_t* const tags = tags_.data();
+    const uint64_t* const hashes = b.batch_hash.data();
+    for (size_t i = 0; i < n; ++i) tags[i] = HashHistory::tag_of(hashes[i]);
+    constexpr size_t kAhead = 8;  // a power of two
+    size_t home[kAhead];
+    Rank* const ranks = ranks_.data();
+    for (size_t i = 0; i < kAhead && i < n; ++i) home[i] = ranks[i].first_seen.prefetch_home(tags[i]);
+    const uint64_t* const flags = b.flags.data();
+    const int64_t *const epoch = b.epoch.data(), *const step = b.step.data();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t bucket = home[i % kAhead];
+      if (i + kAhead < n) home[(i + kAhead) % kAhead] = ranks[i + kAhead].first_seen.prefetch_home(tags[i + kAhead]);
+      Rank& s = ranks[i];
+      const uint64_t f = flags[i];
+      if (f & StepBlock::kBatchHash) {
+        const uint32_t t = tags[i];
+        const bool has_epoch = f & StepBlock::kEpoch;
+        if (s.settled & (s.has_epoch == has_epoch) & (s.epoch == epoch[i]) &&
+            !(s.first_seen.evicted() && s.maybe_anchor(t)) && s.first_seen.try_insert_new(bucket, t, step[i])) {
+          ++s.distinct;
+          ++s.hashed_n;
+          continue;
+        }
+        on_hash(b, i, t, static_cast<int>(i), gate_.position(static_cast<int>(i)), s);
+      } else if ((f & StepBlock::kSamplesSeen) && !s.hashed) {
+        on_position(b, i, static_cast<int>(i), gate_.position(static_cast<int>(i)), s);
+      }
+    }
   }
 
   // Row i of rank r, its hash's tag t (HashHistory::tag_of).
@@ -203,32 +239,27 @@ class DataReplay final : public BlockDetector {
           s.add_anchor(t);
         }
       }
+      s.settled = s.origin_n >= kOriginAnchors && (!has_epoch || s.epoch_n >= kEpochAnchors);
     }
     const bool repeat = !inserted && seen_step != step;  // same step again = a restart re-running it
-    if (repeat) ++s.repeats;
     if (inserted) ++s.distinct;
-    Seen& newest = s.last[s.head];
-    s.head = s.head + 1 == kWindow ? 0 : s.head + 1;
-    if (s.n_last < kWindow) ++s.n_last;
-    newest.repeat = repeat;
+    ++s.hashed_n;
     if (!repeat) return;
-    newest.step = step, newest.first_step = seen_step;
-    // the window oldest first: n repeats in it, the first of them at position first_i
+    ++s.repeats;
+    s.reps[s.n_reps++ % kWindow] = {s.hashed_n, step, seen_step};
+    // the repeats in the window (the last min(hashed_n, kWindow) hashed records), the first of them oldest
     int n = 0;
-    const Seen* first = nullptr;
-    size_t first_i = 0;
-    for (size_t j = 0; j < s.n_last; ++j) {
-      const Seen& e = s.last[(s.head + kWindow - s.n_last + j) % kWindow];
-      if (e.repeat && n++ == 0) {
-        first = &e;
-        first_i = j;
-      }
+    const Repeat* first = nullptr;
+    for (size_t k = std::min(s.n_reps, kWindow); k > 0; --k) {
+      const Repeat& e = s.reps[(s.n_reps - k) % kWindow];
+      if (s.hashed_n - e.at >= static_cast<int64_t>(kWindow)) continue;
+      if (n++ == 0) first = &e;
     }
     if (n < kRepeats || !gate_.would_take(r, ord)) return;  // (the evidence is formatted only for a candidate)
     gate_.offer(r, ord,
                 Finding{cause(), -1, first->step, step, b.t[i], 0.9,
                         {fmt::format("batch of step {} identical to step {} (hash {}); {} of the last {} batches replayed",
-                                     step, seen_step, hex(b.batch_hash[i]), n, s.n_last - first_i),
+                                     step, seen_step, hex(b.batch_hash[i]), n, s.hashed_n - first->at + 1),
                          fmt::format("rank {}: first replayed batch at step {} (seen at step {})", r, first->step,
                                      first->first_step)}});
   }
@@ -246,6 +277,7 @@ class DataReplay final : public BlockDetector {
   }
 
   std::vector<Rank> ranks_;
+  std::vector<uint32_t> tags_;  // lockstep_rows' scratch: each row's tag
   RankGate gate_;
   size_t per_rank_;
   bool any_steps_ = false, hashed_ = false;

@@ -49,10 +49,11 @@ struct RankClock {
   int stale_n = 0;
   double stale_t0 = std::nan(""), prev_t = std::nan("");
   std::optional<int64_t> prev_opt, opt0;
-  // (t, phase id) of the last phase_cap heartbeats, oldest at phase_head once full.
+  // (t, phase id) of the last phase_n (<= phase_cap) heartbeats: a ring of phase_cap slots (allocated at
+  // the first heartbeat, set_phase_history), the newest before phase_head.
   std::vector<double> phase_t;
   std::vector<uint8_t> phase_id;
-  size_t phase_head = 0, phase_cap = kMaxPhaseHistory;
+  size_t phase_head = 0, phase_n = 0, phase_cap = kMaxPhaseHistory;
 
   double heartbeat_interval() const { return hb_iv.size() ? hb_iv.median() : kDefaultHeartbeat; }
   bool beats() const { return std::isfinite(last_hb_t); }  // its watchdog has written a heartbeat
@@ -159,25 +160,46 @@ struct RankClock {
     }
   }
 
+  // The ring's slots, before the first remember_phase().
+  void set_phase_history(size_t cap) {
+    phase_cap = std::max<size_t>(cap, 1);
+    phase_t.assign(phase_cap, 0.0);
+    phase_id.assign(phase_cap, 0);
+    phase_head = phase_n = 0;
+  }
   void remember_phase(double t, uint8_t id) {
-    if (phase_t.size() < phase_cap) {
-      phase_t.push_back(t);
-      phase_id.push_back(id);
-    } else {
-      phase_t[phase_head] = t;
-      phase_id[phase_head] = id;
-      phase_head = phase_head + 1 == phase_cap ? 0 : phase_head + 1;
-    }
+    phase_t[phase_head] = t;
+    phase_id[phase_head] = id;
+    phase_head = phase_head + 1 == phase_cap ? 0 : phase_head + 1;
+    phase_n += phase_n < phase_cap;
   }
 
   // The phase id of the latest heartbeat at or before t (nullopt when none is remembered).
   std::optional<uint8_t> phase_at(double t) const {
-    const size_t n = phase_t.size();
-    for (size_t k = 0; k < n; ++k) {  // newest first
-      const size_t i = (phase_head + n - 1 - k) % n;
+    for (size_t k = 0; k < phase_n; ++k) {  // newest first
+      const size_t i = (phase_head + phase_cap - 1 - k) % phase_cap;
       if (phase_t[i] <= t) return phase_id[i];
     }
     return std::nullopt;
+  }
+
+  // clock(t) and on_heartbeat(t, phase) for the common heartbeat at fleet scale, when it has nothing to
+  // judge: a training phase outside any pause window, the rank's clock not gone back (t >= latest_t - 1),
+  // the watchdog's last beat less than kDeadGap before (no restart), and t no later than the last step
+  // + kMin (kMin <= every step deadline, so it cannot be late: the caller's maybe_late() would say no).
+  // Also moves latest_t. Returns false, having done nothing, for any other heartbeat. (latest_t finite
+  // implies first_t finite: both are set from the first finite t.)
+  bool quiet_beat(double t, uint8_t phase, double kMin) {
+    const double gap = t - last_hb_t;
+    if (!(gap > 0 && gap <= kDeadGap && t >= latest_t - 1.0 && t <= last_step_t + kMin) || window ||
+        !training_phase(phase))
+      return false;  // (a NaN compares false: last_hb_t, latest_t and last_step_t are finite here)
+    stopped = silence_offered = false;
+    hb_iv.push(gap);
+    last_hb_t = t;
+    remember_phase(t, phase);
+    latest_t = latest_t < t ? t : latest_t;
+    return true;
   }
 };
 

@@ -65,6 +65,11 @@ class RankGate {
     double& p = pos_[static_cast<size_t>(rank)];
     p = p < pos ? pos : p;
   }
+  // advance_seen(r, pos[r]) for ranks from..to-1, already seen, at finite positions (a block's rows).
+  void advance_rows(const double* pos, size_t from, size_t to) {
+    double* p = pos_.data();
+    for (size_t r = from; r < to; ++r) p[r] = p[r] < pos[r] ? pos[r] : p[r];
+  }
   double position(int rank) const {
     const size_t i = static_cast<size_t>(rank);
     return rank < 0 || i >= pos_.size() ? -std::numeric_limits<double>::infinity() : pos_[i];

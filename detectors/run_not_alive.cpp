@@ -56,6 +56,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -165,13 +167,51 @@ class RunNotAlive final : public BlockDetector {
       gate_.see_all(static_cast<int>(n));
       ranks_.present_upto(static_cast<int>(n));
     }
-    size_t j = 0;
-    for (size_t i = 0; i <= n; ++i) {
+    // In lockstep with no candidate pending, the plain rows and quiet heartbeats up to the first record
+    // that may offer a candidate go through plain_prefix(): they cannot offer one, so the rows' positions
+    // are moved in one pass afterwards (positions only grow, and a poll needs a candidate: the same
+    // commits; docs/DESIGN.md §2 "Passes over blocks"); the rest of the block, from that record on,
+    // record by record.
+    size_t i0 = 0, j = 0;
+    if (b.lockstep && !gate_.has_candidate()) {
+      std::tie(i0, j) = plain_prefix(b);
+      gate_.advance_rows(b.t.data(), 0, i0);
+    }
+    for (size_t i = i0; i <= n; ++i) {
       for (; j < nb && b.beats[j].row <= i; ++j)
         beats(b, b.beats[j], b.lockstep && static_cast<size_t>(b.beats[j].rank) < n);
       if (i == n) break;
       if (b.lockstep) lockstep_row(b, i);
       else step_row(b, i);
+    }
+  }
+
+  // The records of a block in lockstep in stream order while each is a plain row (RankClock::plain_step)
+  // or a quiet heartbeat (quiet_beat) of a rank in the block; returns (i, j): rows [0, i) and heartbeat
+  // runs [0, j) taken. The rows do not move their gate positions (the caller does).
+  std::pair<size_t, size_t> plain_prefix(const StepBlock& b) {
+    const size_t n = b.rows(), nb = b.beats.size();
+    const StepBlock::Beats* runs = b.beats.data();
+    const double* t = b.t.data();
+    const int64_t *step = b.step.data(), *opt = b.opt_step.data();
+    const uint64_t* flags = b.flags.data();
+    RankClock* clocks = n ? &ranks_.unchecked(0) : nullptr;  // (lockstep: ranks 0..n-1 are present)
+    size_t i = 0, j = 0;
+    for (;;) {
+      const size_t until = j < nb ? std::min<size_t>(runs[j].row, n) : n;
+      for (; i < until; ++i) {
+        RankClock& s = clocks[i];
+        if (!s.plain_step(t[i], step[i], flags[i] & StepBlock::kOptStep, opt[i])) return {i, j};
+        s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
+      }
+      if (j == nb) return {i, j};
+      const StepBlock::Beats& run = runs[j];
+      if (!(run.n == 1 && run.phase < kOtherPhase && static_cast<size_t>(run.rank) < n &&
+            clocks[run.rank].quiet_beat(run.t0, run.phase, kMinStallS)))
+        return {i, j};
+      any_hb_ = true;
+      gate_.advance_seen(run.rank, run.t0);
+      ++j;
     }
   }
 
@@ -224,13 +264,16 @@ class RunNotAlive final : public BlockDetector {
     any_hb_ = true;
     if (!known) gate_.see(r);
     RankClock& s = known ? ranks_.unchecked(r) : ranks_[r];
-    if (s.phase_t.empty()) {
-      s.phase_cap = RankClock::phase_history(world_);
-      s.phase_t.reserve(s.phase_cap), s.phase_id.reserve(s.phase_cap);
-    }
+    if (s.phase_t.empty()) s.set_phase_history(RankClock::phase_history(world_));
     const uint8_t phase = run.phase < kOtherPhase ? run.phase : intern(b.phase_name(run.phase));
     double t = run.t0;
     for (int k = 0; k < run.n; ++k, t += run.dt) {
+      if (s.quiet_beat(t, phase, kMinStallS)) {  // (maybe_late: no deadline is shorter than kMinStallS)
+        any_t_ = true;
+        gate_.advance_seen(r, t);
+        if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
+        continue;
+      }
       s.stopped = s.silence_offered = false;  // a stray heartbeat does not reopen an ended stream
       if (!finite(t)) {
         if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
@@ -311,6 +354,7 @@ class RunNotAlive final : public BlockDetector {
     return id < kOtherPhase ? kPhaseNames[id] : other_phases_[static_cast<size_t>(id - kOtherPhase)];
   }
 
+  static_assert(kMinStallS <= kFallbackBound && kMinStallS <= kFirstStepAllowanceS, "RankClock::quiet_beat's bound");
   // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier heartbeat
   // cannot be late; the medians are computed only for heartbeats past it.
   static bool maybe_late(double t, const RankClock& s) {

@@ -22,6 +22,10 @@
 //   cannot run).
 #include "detectors/straggler.h"
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -108,16 +112,42 @@ __attribute__((noinline)) bool split_times(size_t n, const double* __restrict st
 }
 
 // How many of v[0..n) are finite, and the largest of them (top).
+// In four lanes, so that it vectorises (the largest is the same whichever lane holds it).
 __attribute__((noinline)) size_t finite_max(size_t n, const double* __restrict v, double* top) {
-  double m = -std::numeric_limits<double>::infinity();
-  size_t finite = 0;
-  for (size_t r = 0; r < n; ++r) {
-    const int64_t ok = v[r] - v[r] == 0;
-    finite += static_cast<size_t>(ok);
-    m = (ok & (v[r] > m)) != 0 ? v[r] : m;
+  constexpr double kLow = -std::numeric_limits<double>::infinity();
+  double m[4] = {kLow, kLow, kLow, kLow};
+  int64_t finite[4] = {0, 0, 0, 0};
+  size_t r = 0;
+#ifdef __AVX2__
+  __m256d mv = _mm256_set1_pd(kLow);
+  __m256i fv = _mm256_setzero_si256();  // minus the count (a true compare is all ones: -1)
+  for (; r + 4 <= n; r += 4) {
+    const __m256d x = _mm256_loadu_pd(v + r);
+    const __m256d ok = _mm256_cmp_pd(_mm256_sub_pd(x, x), _mm256_setzero_pd(), _CMP_EQ_OQ);
+    fv = _mm256_add_epi64(fv, _mm256_castpd_si256(ok));
+    mv = _mm256_blendv_pd(mv, x, _mm256_and_pd(ok, _mm256_cmp_pd(x, mv, _CMP_GT_OQ)));
   }
-  *top = m;
-  return finite;
+  _mm256_storeu_pd(m, mv);
+  alignas(32) int64_t f[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(f), fv);
+  for (size_t k = 0; k < 4; ++k) finite[k] = -f[k];
+#else
+  for (; r + 4 <= n; r += 4)
+    for (size_t k = 0; k < 4; ++k) {
+      const double x = v[r + k];
+      const int64_t ok = x - x == 0;
+      finite[k] += ok;
+      m[k] = (ok & (x > m[k])) != 0 ? x : m[k];
+    }
+#endif
+  for (; r < n; ++r) {
+    const int64_t ok = v[r] - v[r] == 0;
+    finite[0] += ok;
+    m[0] = (ok & (v[r] > m[0])) != 0 ? v[r] : m[0];
+  }
+  for (size_t k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
+  *top = m[0];
+  return static_cast<size_t>(finite[0] + finite[1] + finite[2] + finite[3]);
 }
 
 class Straggler final : public BlockDetector {

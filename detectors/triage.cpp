@@ -270,9 +270,11 @@ struct Triage::Impl {
     records += static_cast<int64_t>(b.records());
     const size_t n = b.rows();
     int64_t top = last_step;
+    if (b.lockstep && n > 0) top = std::max(top, b.step[0]);  // (lockstep: every row at one step)
+    else
+      for (size_t i = 0; i < n; ++i) top = std::max(top, b.step[i]);
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
-      top = std::max(top, b.step[i]);
       bad += !std::isfinite(b.loss[i]) & ((b.flags[i] & StepBlock::kLoss) != 0);
       bad += !std::isfinite(b.loss_avg[i]) & ((b.flags[i] & StepBlock::kLossAvg) != 0);
     }

@@ -34,6 +34,27 @@ __attribute__((target_clones("avx2", "default"))) void permute32(uint32_t a, uin
     out[j] = static_cast<int64_t>((c * (x ^ (x >> sh))) & mask);
   }
 }
+// The largest of t[0..n) as a loop over them would find it (the first, then any later one above it: a NaN
+// is never taken after the first), n > 0; in four lanes, so that it vectorises (max is exact).
+double latest(const double* t, size_t n) {
+  double m[4] = {t[0], t[0], t[0], t[0]};
+  size_t r = 1;
+  for (; r + 4 <= n; r += 4)
+    for (size_t k = 0; k < 4; ++k) m[k] = t[r + k] > m[k] ? t[r + k] : m[k];
+  for (; r < n; ++r) m[0] = t[r] > m[0] ? t[r] : m[0];
+  for (size_t k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
+  return m[0];
+}
+// std::max(std::max(init, v[0]), v[1])... (a NaN is never taken), in four lanes so that it vectorises.
+double fold_max(double init, const double* v, size_t n) {
+  double m[4] = {init, init, init, init};
+  size_t r = 0;
+  for (; r + 4 <= n; r += 4)
+    for (size_t k = 0; k < 4; ++k) m[k] = m[k] < v[r + k] ? v[r + k] : m[k];
+  for (; r < n; ++r) m[0] = m[0] < v[r] ? v[r] : m[0];
+  for (size_t k = 1; k < 4; ++k) m[0] = m[0] < m[k] ? m[k] : m[0];
+  return m[0];
+}
 }  // namespace
 
 void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out, int64_t stride) const {
@@ -209,6 +230,33 @@ double Walk::compute_of(const StepActions& a, double g) const {
   return c;
 }
 
+// trainer.cpp's watchdog phases: data, compute (forward + backward, or a block before the
+// all-reduce), collective (waiting for the slowest rank, then the transfer), optimizer.
+uint8_t Walk::phase_at(int r, double t) const {
+  const double d = (t - step_t0_) * 1000;
+  if (d < kDataMs) return kPhaseData;
+  if (d < kDataMs + compute_[r]) return kPhaseCompute;
+  if (d < kDataMs + cmax_ + comm_ms_) return kPhaseCollective;
+  return kPhaseOptimizer;
+}
+
+// Rank r's heartbeats before `until`: one run per phase (the times are the watchdog's, t + hb_s_ each).
+void Walk::beats_until(StepBlock& b, uint32_t row, int r, double until, int64_t s) {
+  while (next_hb_[r] < until) {
+    const double t = next_hb_[r];
+    const uint8_t ph = phase_at(r, t);
+    StepBlock::Beats* last = b.beats.empty() ? nullptr : &b.beats.back();
+    if (last && last->rank == r && last->phase == ph && last->step == s && last->row == row &&
+        last->dt == hb_s_ && last->t_last + hb_s_ == t) {
+      ++last->n;
+      last->t_last = t;
+    } else {
+      b.beats.push_back({r, ph, 1, row, s, t, hb_s_, t});
+    }
+    next_hb_[r] += hb_s_;
+  }
+}
+
 void Walk::step(int64_t s) {
   // this step's per-rank draws, one stream each (model.h), every rank at once (lanes.h)
   const uint64_t k_compute = step_key(seed_, 1, s), k_loss = step_key(seed_, 3, s);
@@ -227,7 +275,7 @@ void Walk::step(int64_t s) {
     const double slow = 1 + g.slowdown;
     for (size_t r = 0; r < W; ++r) compute_[r] = compute_ms_ * (1 + 0.02 * draws_[r]) * slow;
   }
-  for (size_t r = 0; r < W; ++r) replay_[r] = replay_g;
+  std::fill(replay_.begin(), replay_.end(), replay_g);
   int zeroed = RunPlan::contributes_zeros(g) ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
   int replayed = replay_g ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
   bool inject_inf = g.inject_inf && world_ > static_cast<int>(targeted_ranks_.size());
@@ -239,8 +287,7 @@ void Walk::step(int64_t s) {
     replay_[r] = RunPlan::replaced_batch(a).value_or(index) <= tr_.max_index;
     replayed += replay_[r];
   }
-  cmax_ = 0;
-  for (size_t r = 0; r < W; ++r) cmax_ = std::max(cmax_, compute_[r]);
+  cmax_ = fold_max(0.0, compute_.data(), W);
   tr_.max_index = std::max(tr_.max_index, index);
   const double contrib = static_cast<double>(world_ - zeroed) / world_;
   // ---- forward loss (before the update) and all-reduce
@@ -371,8 +418,7 @@ void Walk::log_all(const StepValues& v) {
   } else {
     c.all_has = StepBlock::kAllFields;
     c.lockstep = W > 0;
-    c.t_max = StepBlock::kNaN;
-    for (size_t r = 0; r < W; ++r) c.t_max = c.t[r] > c.t_max || r == 0 ? c.t[r] : c.t_max;
+    c.t_max = latest(c.t.data(), W);
   }
   for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
     rec_ = Record{};
@@ -540,23 +586,6 @@ void Walk::pause(const char* phase, double seconds, int64_t s) {
   t_ = until;
 }
 
-// Rank r's heartbeats before `until`: one run per phase (the times are the watchdog's, t + hb_s_ each).
-void Walk::beats_until(StepBlock& b, uint32_t row, int r, double until, int64_t s) {
-  while (next_hb_[r] < until) {
-    const double t = next_hb_[r];
-    const uint8_t ph = phase_at(r, t);
-    StepBlock::Beats* last = b.beats.empty() ? nullptr : &b.beats.back();
-    if (last && last->rank == r && last->phase == ph && last->step == s && last->row == row &&
-        last->dt == hb_s_ && last->t_last + hb_s_ == t) {
-      ++last->n;
-      last->t_last = t;
-    } else {
-      b.beats.push_back({r, ph, 1, row, s, t, hb_s_, t});
-    }
-    next_hb_[r] += hb_s_;
-  }
-}
-
 void Walk::flush_beats() {
   if (beats_.beats.empty()) return;
   beats_.seal();
@@ -594,14 +623,5 @@ void Walk::write(const Record& r) {
   ++res_.records;
 }
 
-// trainer.cpp's watchdog phases: data, compute (forward + backward, or a block before the
-// all-reduce), collective (waiting for the slowest rank, then the transfer), optimizer.
-uint8_t Walk::phase_at(int r, double t) const {
-  const double d = (t - step_t0_) * 1000;
-  if (d < kDataMs) return kPhaseData;
-  if (d < kDataMs + compute_[r]) return kPhaseCompute;
-  if (d < kDataMs + cmax_ + comm_ms_) return kPhaseCollective;
-  return kPhaseOptimizer;
-}
 
 }  // namespace flatline::simdetail

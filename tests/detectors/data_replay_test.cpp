@@ -4,6 +4,9 @@
 // forgot its first batches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "tests/detectors/stream.h"
 
 namespace flatline::testing {
@@ -153,6 +156,32 @@ TEST(DataReplayDetector, OnlyOneRankReplaying) {
     EXPECT_NE(f->evidence[1].find("rank 1: first replayed batch at step 250 (seen at step 1)"), std::string::npos)
         << f->evidence[1];
   }
+}
+
+// Blocks of a step's rows in rank order (the fleet simulator's: a pass with its tables asked of memory
+// rows ahead): each row is judged on its own rank's batch, whichever rank of the 16 replays.
+TEST(DataReplayDetector, OneRankOfABlockReplayingIsJudgedOnItsOwnBatches) {
+  Spec sp;
+  sp.world = 16;
+  sp.heartbeats = false;
+  auto rs = generate(sp);
+  std::map<int64_t, uint64_t> early;
+  for (const auto& r : rs[3])
+    if (r.kind == RecordKind::step && r.step < 250) early[r.step] = *r.batch_hash;
+  for (auto& r : rs[3])
+    if (r.kind == RecordKind::step && r.step >= 250) r.batch_hash = early[r.step - 249];
+  const auto recs = interleave(rs, Order::round_robin);  // the k-th record of every rank, then the next
+  DetectorConfig cfg;
+  cfg.world_size = 16;
+  auto d = make_detector(kCause, cfg);
+  for (size_t at = 0; at < recs.size(); at += 16) d->observe_block(recs.data() + at, std::min<size_t>(16, recs.size() - at));
+  d->finish(recs.back().t + 1);
+  auto f = d->finding();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->onset_step, 250);
+  EXPECT_EQ(f->detected_step, 251);
+  EXPECT_NE(f->evidence[1].find("rank 3: first replayed batch at step 250 (seen at step 1)"), std::string::npos)
+      << f->evidence[1];
 }
 
 TEST(DataReplayDetector, OddDataDoesNotThrow) {
