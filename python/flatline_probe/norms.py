@@ -11,6 +11,8 @@ it), and each statistic is one or three passes over a flat buffer:
                          with themselves; two vectorised passes, where count_nonzero's loop is scalar
                          (~4x slower on a CPU). A NaN's sign is 0: where the squared norm is NaN
                          the count is not taken (the record then has no grad_zero_frac).
+  nonzeros(t, out)       the same count with the signs written into a kept buffer, t left as it is
+                         (DDP's all-reduced bucket, which the optimizer still reads)
 
 Each returns a 0-d tensor on the flat's device: nothing is read back here, so nothing synchronises a
 GPU. The costs behind these choices are in bench/README.md ("The probe's overhead").
@@ -40,6 +42,20 @@ def nonzeros_(flat):
     """How many elements of a 1-D floating tensor are not 0, as a 0-d tensor; the tensor is overwritten
     with the signs of its elements (-1, 0, 1), whose squares sum to the count. A NaN counts as 0."""
     return sq_norm(flat.sign_())
+
+
+def scratch_dtype(t):
+    """The dtype of the buffer nonzeros() counts a tensor's signs in: its own where it is float32 or
+    float64, else float32 (a narrower float's sum of squares would not count exactly)."""
+    return t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float32
+
+
+def nonzeros(t, out):
+    """nonzeros_ without overwriting t: its signs go into `out` (t's shape, of scratch_dtype(t)); in one
+    pass where the dtypes agree (torch.sign's out=), else copied there first."""
+    if out.dtype == t.dtype:
+        return sq_norm(torch.sign(t, out=out))
+    return nonzeros_(out.copy_(t))
 
 
 _HASH_SEED = 0x5EED_F1A7

@@ -56,7 +56,7 @@ import time
 import torch
 
 from .batches import ReplaySampler, bytes_of, tensors_of
-from .norms import FlatCopy, device_hash_words, hash_of_words, nonzeros_, sq_norm
+from .norms import FlatCopy, device_hash_words, hash_of_words, nonzeros, nonzeros_, scratch_dtype, sq_norm
 from .plan import EXIT_RESTART, PlanError, load_plan, resuming
 from .telemetry import Heartbeat, Writer, finite
 
@@ -412,17 +412,11 @@ class Probe:
                 v = f.value()
                 t = (v[0] if isinstance(v, list) else v).detach()
                 scratch = self._scratch.get(index)
-                wide = t.dtype in (torch.float32, torch.float64)  # the signs of a narrower float summed as float32
-                if scratch is None or scratch.shape != t.shape or scratch.device != t.device or \
-                        scratch.dtype != (t.dtype if wide else torch.float32):
-                    scratch = self._scratch[index] = torch.empty(t.shape, dtype=t.dtype if wide else torch.float32,
-                                                                 device=t.device)
+                dtype = scratch_dtype(t)
+                if scratch is None or scratch.shape != t.shape or scratch.device != t.device or scratch.dtype != dtype:
+                    scratch = self._scratch[index] = torch.empty(t.shape, dtype=dtype, device=t.device)
                 self._vals.append(("grad_sq", sq_norm(t)))
-                if wide:  # the signs written straight into the scratch buffer (one pass less than copy, sign_)
-                    self._vals.append(("nonzero", sq_norm(torch.sign(t, out=scratch))))
-                else:
-                    scratch.copy_(t)
-                    self._vals.append(("nonzero", nonzeros_(scratch)))
+                self._vals.append(("nonzero", nonzeros(t, scratch)))
                 self._numel += t.numel()
                 self._bucket_grads = True
                 return v[0] if isinstance(v, list) else v

@@ -5,7 +5,7 @@ import unittest
 
 import torch
 
-from flatline_probe.norms import FlatCopy, device_hash_words, hash_of_words, nonzeros_, sq_norm
+from flatline_probe.norms import FlatCopy, device_hash_words, hash_of_words, nonzeros, nonzeros_, scratch_dtype, sq_norm
 
 
 def words_hash(tensors):
@@ -28,6 +28,20 @@ class NormsTest(unittest.TestCase):
         nan = torch.tensor([1.0, float("nan"), 0.0])
         self.assertTrue(math.isnan(sq_norm(nan).item()))
         self.assertEqual(nonzeros_(nan).item(), 1.0)
+
+    def test_nonzeros_into_a_buffer_leaves_the_tensor_and_counts_exactly_in_every_dtype(self):
+        x = torch.tensor([0.0, -0.0, 1e-3, -2.0, 0.0, 5.0, 7.0])
+        for dtype, want in ((torch.float32, torch.float32), (torch.float64, torch.float64),
+                            (torch.float16, torch.float32), (torch.bfloat16, torch.float32)):
+            t = x.to(dtype)
+            before = t.clone()
+            self.assertEqual(scratch_dtype(t), want)
+            out = torch.full(t.shape, 9.0, dtype=scratch_dtype(t))  # stale values from an earlier bucket
+            self.assertEqual(nonzeros(t, out).item(), 4.0, dtype)
+            self.assertTrue(torch.equal(t, before), dtype)  # the bucket is the optimizer's: not overwritten
+        big = torch.ones(1 << 20, dtype=torch.float16)  # 2^20 signs summed exactly (float32 accumulation)
+        big[::3] = 0
+        self.assertEqual(nonzeros(big, torch.empty(big.shape)).item(), float(int((big != 0).sum())))
 
     def test_flat_copy_holds_the_tensors_values_in_their_order(self):
         a, b = torch.arange(6.0).reshape(2, 3), torch.tensor([7.0, 8.0])
