@@ -61,12 +61,16 @@ class Job:
         self.loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=False, drop_last=True)
         self.it = iter(self.loader)
 
-    def step(self):
+    def batch(self):
+        """The loader's next batch, its epoch started again at the end."""
         try:
-            x, y = next(self.it)
+            return next(self.it)
         except StopIteration:
             self.it = iter(self.loader)
-            x, y = next(self.it)
+            return next(self.it)
+
+    def step(self):
+        x, y = self.batch()
         t = CLOCK()
         loss = self.model(x, y)
         if self.probe:
@@ -77,7 +81,7 @@ class Job:
         return CLOCK() - t
 
 
-class DDPJob:
+class DDPJob(Job):
     """One DDP copy of the tests' TinyLM job on this rank, probed or not; step() times one step, its batch's
     fetch included (the probe's sampler wrapper hashes the sample ids there)."""
 
@@ -99,11 +103,7 @@ class DDPJob:
 
     def step(self):
         t = CLOCK()
-        try:
-            x, y = next(self.it)
-        except StopIteration:
-            self.it = iter(self.loader)
-            x, y = next(self.it)
+        x, y = self.batch()
         loss = self.model(x, y)
         if self.probe:
             self.probe.loss(loss)
@@ -114,31 +114,26 @@ class DDPJob:
         return CLOCK() - t
 
 
-def side_by_side(name, jobs, a, say):
-    """jobs: {"off": job, label: probed job, ...}; steps interleaved, the order rotated each step."""
-    order = list(jobs)
+def side_by_side(name, off, on, a, say):
+    """The two jobs' steps interleaved, the order swapped each step; say() prints each round's mean step
+    times and their ratio, then the ratio's median and spread over the rounds."""
     for _ in range(20):  # warm-up
-        for k in order:
-            jobs[k].step()
-    ratios = {k: [] for k in order[1:]}
+        off.step(), on.step()
+    ratios = []
     for r in range(a.rounds):
-        times = {k: [] for k in order}
-        for i in range(a.steps):  # interleaved, the order rotated each step: drift hits all alike
-            for j in range(len(order)):
-                k = order[(i + j) % len(order)]
-                times[k].append(jobs[k].step())
+        t_off, t_on = [], []
+        for i in range(a.steps):  # interleaved, the order swapped each step: drift hits both alike
+            if i % 2:
+                t_off.append(off.step()), t_on.append(on.step())
+            else:
+                t_on.append(on.step()), t_off.append(off.step())
         # the mean: at log_every N the one step in N the probe measures is the cost, not the median step
-        m = {k: statistics.fmean(v) for k, v in times.items()}
-        line = f"{name} round {r + 1}: mean step off {m['off'] * 1e3:.3f} ms"
-        for k in order[1:]:
-            ratios[k].append(m[k] / m["off"])
-            line += f"  {k} {m[k] * 1e3:.3f} ms ({m[k] / m['off']:.4f})"
-        say(line)
-    for k in order[1:]:
-        jobs[k].probe.close()
-        rs = ratios[k]
-        say(f"{name}, log_every {a.log_every}, {k}: probe on / off = {statistics.median(rs):.4f} median over "
-            f"{a.rounds} rounds (spread {min(rs):.4f}..{max(rs):.4f})")
+        m_off, m_on = statistics.fmean(t_off), statistics.fmean(t_on)
+        ratios.append(m_on / m_off)
+        say(f"{name} round {r + 1}: mean step off {m_off * 1e3:.3f} ms  on {m_on * 1e3:.3f} ms  ratio {m_on / m_off:.4f}")
+    on.probe.close()
+    say(f"{name}, log_every {a.log_every}: probe on / off = {statistics.median(ratios):.4f} median over "
+        f"{a.rounds} rounds (spread {min(ratios):.4f}..{max(ratios):.4f})")
 
 
 def ranks_main(a):
@@ -160,8 +155,8 @@ def ranks_main(a):
     torch.distributed.init_process_group("gloo")
     rank = torch.distributed.get_rank()
     data = ByteWindows()
-    jobs = {"off": DDPJob(False, data), "on": DDPJob(True, data, a.log_every)}
-    side_by_side(f"TinyLM DDP x{a.ranks} (Gloo)", jobs, a, lambda line: print(line, flush=True) if rank == 0 else None)
+    side_by_side(f"TinyLM DDP x{a.ranks} (Gloo)", DDPJob(False, data), DDPJob(True, data, a.log_every), a,
+                 lambda line: print(line, flush=True) if rank == 0 else None)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
@@ -184,8 +179,7 @@ def main():
         return ranks_main(a)
     data = ByteWindows()
     for name, make in (("TinyLM", TinyLM), ("tiny GPT-2", tiny_gpt2)):
-        jobs = {"off": Job(make, False, data), "on": Job(make, True, data, a.log_every)}
-        side_by_side(name, jobs, a, print)
+        side_by_side(name, Job(make, False, data), Job(make, True, data, a.log_every), a, print)
 
 
 if __name__ == "__main__":
