@@ -49,6 +49,28 @@ struct GatedRanks {
     return true;
   }
 
+  // The end of a pass over block b, after start() (and, in lockstep, the detector's vectorised plain-row
+  // pass, which flagged `odd_rows` rows in `odd`): full(i, rank, ordinal) takes the rules in full on each
+  // flagged row (rank i, at its gate position), or, in a block not in lockstep, on every row with a rank
+  // (the detector's arrays grown to it, the rank present, the gate told it stepped); then the gate polls.
+  template <class Grow, class Full>
+  void finish_pass(const StepBlock& b, size_t odd_rows, Grow&& grow, Full&& full) {
+    const size_t n = b.rows();
+    if (b.lockstep) {
+      for (size_t i = 0; odd_rows && i < n; ++i)
+        if (odd[i]) full(i, static_cast<int>(i), gate.position(static_cast<int>(i))), --odd_rows;
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const int r = b.rank[i];
+        if (r < 0) continue;
+        grow(static_cast<size_t>(r) + 1);
+        present[static_cast<size_t>(r)] = 1;
+        full(i, r, gate.next(r));
+      }
+    }
+    gate.poll();
+  }
+
   std::optional<CheckResult> check(const char* cause) const { return gated_check(cause, gate, any_steps); }
 };
 

@@ -144,25 +144,15 @@ class LossScaleCollapse final : public BlockDetector {
   // One pass over the block's step rows: in a block in lockstep the plain rows in one vectorised loop
   // (plain_rows) and the others through on_step(), the rules in full; else every row through on_step().
   void observe_block(const StepBlock& b) override {
-    if (!seen_.start(b, [this](size_t k) { grow(k); })) return;
-    const size_t n = b.rows();
-    if (b.lockstep) {
-      size_t odd = plain_rows(n, b.loss_scale.data(), b.flags.data(), b.step.data(),
-                              b.opt_step.data(), b.grad_norm.data(), b.grad_zero_frac.data(), bits_.data(),
-                              last_step_.data(), scale_.data(), prev_scale_.data(), last_gn_.data(),
-                              zero_base_.data(), count_step_.data(), count_opt_.data(), seen_.odd.data());
-      for (size_t i = 0; odd && i < n; ++i)
-        if (seen_.odd[i]) on_step(b, i, static_cast<int>(i), seen_.gate.position(static_cast<int>(i))), --odd;
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        const int r = b.rank[i];
-        if (r < 0) continue;
-        grow(static_cast<size_t>(r) + 1);
-        seen_.present[static_cast<size_t>(r)] = 1;
-        on_step(b, i, r, seen_.gate.next(r));
-      }
-    }
-    seen_.gate.poll();
+    const auto grow_to = [this](size_t k) { grow(k); };
+    if (!seen_.start(b, grow_to)) return;
+    const size_t odd = b.lockstep ? plain_rows(b.rows(), b.loss_scale.data(), b.flags.data(), b.step.data(),
+                                               b.opt_step.data(), b.grad_norm.data(), b.grad_zero_frac.data(),
+                                               bits_.data(), last_step_.data(), scale_.data(), prev_scale_.data(),
+                                               last_gn_.data(), zero_base_.data(), count_step_.data(),
+                                               count_opt_.data(), seen_.odd.data())
+                                  : 0;
+    seen_.finish_pass(b, odd, grow_to, [&](size_t i, int r, double ord) { on_step(b, i, r, ord); });
   }
   void finish(double) override { seen_.gate.flush(); }
   std::optional<Finding> finding() const override { return seen_.gate.finding(); }

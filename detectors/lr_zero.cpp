@@ -93,23 +93,13 @@ class LrZero final : public BlockDetector {
   // One pass over the block's step rows: in a block in lockstep the plain rows in one vectorised loop
   // (plain_rows) and the others through row(), the rules in full; else every row through row().
   void observe_block(const StepBlock& b) override {
-    if (!seen_.start(b, [this](size_t k) { grow(k); })) return;
-    const size_t n = b.rows();
-    if (b.lockstep) {
-      size_t odd = plain_rows(n, b.lr.data(), b.flags.data(), b.step.data(), peak_.data(),
-                              last_lr_.data(), peak_step_.data(), last_step_.data(), lr_seen_.data(), low_n_.data(),
-                              seen_.odd.data());
-      for (size_t i = 0; odd && i < n; ++i)
-        if (seen_.odd[i]) row(b, i, static_cast<int>(i), seen_.gate.position(static_cast<int>(i))), --odd;
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        const int r = b.rank[i];
-        if (r < 0) continue;
-        grow(static_cast<size_t>(r) + 1);
-        row(b, i, r, seen_.gate.next(r));
-      }
-    }
-    seen_.gate.poll();
+    const auto grow_to = [this](size_t k) { grow(k); };
+    if (!seen_.start(b, grow_to)) return;
+    const size_t odd = b.lockstep ? plain_rows(b.rows(), b.lr.data(), b.flags.data(), b.step.data(), peak_.data(),
+                                               last_lr_.data(), peak_step_.data(), last_step_.data(), lr_seen_.data(),
+                                               low_n_.data(), seen_.odd.data())
+                                  : 0;
+    seen_.finish_pass(b, odd, grow_to, [&](size_t i, int r, double ord) { row(b, i, r, ord); });
   }
   void finish(double) override {
     seen_.gate.flush();
@@ -171,7 +161,6 @@ class LrZero final : public BlockDetector {
 
   // Row i of rank r, its ordinal `ord`: the rules in full.
   void row(const StepBlock& b, size_t i, int r, double ord) {
-    seen_.present[static_cast<size_t>(r)] = 1;
     if (b.skipped(i)) return;  // no update was applied
     const bool has_lr = (b.flags[i] & StepBlock::kLr) != 0;
     if (has_lr && std::isfinite(b.lr[i]) && b.lr[i] >= 0) on_lr(b, i, r, ord);
