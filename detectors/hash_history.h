@@ -89,33 +89,21 @@ class HashHistory {
     if (const unsigned m = matches(B, t)) return {first_step(B.step[__builtin_ctz(m)], step), false};
     if (spill_[b] != 0 || (count_ != cap_ && (count_ + 1) * 2 > buckets_.size() * kWays)) return insert_slow(t, step);
     const uint32_t low = static_cast<uint32_t>(step);
-    if (count_ == cap_) {  // forget the oldest
+    const bool full = count_ == cap_;
+    if (full) {  // forget the oldest
       evicted_ = true;
       erase(ring_[head_]);
-      unsigned free = matches(B, 0);
-      if (!free) return insert_evicted(t, low, step);
-      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
-      B.tag[k] = t, B.step[k] = low;
-      ring_[head_] = static_cast<uint32_t>(b * kWays + k);
-      head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
-    } else {
-      const unsigned free = matches(B, 0);
-      if (!free) return insert_slow(t, step);
-      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
-      B.tag[k] = t, B.step[k] = low;
-      ring_.push_back(static_cast<uint32_t>(b * kWays + k));
     }
-    ++count_;
+    const unsigned free = matches(B, 0);
+    if (!free) return full ? insert_evicted(t, low, step) : insert_slow(t, step);
+    remember(take(B, b, free, t, low), full);
     return {step, true};
   }
 
-  // Loads the cache line `t` would be found in (a pass over many ranks' rows asks first, then looks).
-  void prefetch(uint32_t t) const {
-    if (!buckets_.empty()) __builtin_prefetch(buckets_.data() + home(t));
-  }
-  // The same, returning the bucket for try_insert_new() (valid until the table next grows or is rebuilt),
-  // and the lines an insert then touches: the bucket's spill count and, once full, the bucket of the
-  // oldest entry, which it forgets (a second miss per new batch at fleet scale).
+  // Loads the cache line `t` would be found in (a pass over many ranks' rows asks first, then looks) and
+  // returns its bucket for try_insert_new() (valid until the table next grows or is rebuilt); also the
+  // lines an insert then touches: the bucket's spill count and, once full, the bucket of the oldest
+  // entry, which it forgets (a second miss per new batch at fleet scale).
   std::size_t prefetch_home(uint32_t t) const {
     const std::size_t b = home(t);
     __builtin_prefetch(buckets_.data() + b);  // (no table yet: mask_ 0, a harmless prefetch of nothing)
@@ -133,23 +121,14 @@ class HashHistory {
     if (buckets_.empty()) return false;
     Bucket& B = buckets_[b];
     if (matches(B, t) | spill_[b]) return false;
-    const uint32_t low = static_cast<uint32_t>(step);
-    if (count_ == cap_) {
-      if (!matches(B, 0)) return false;  // (forgetting the oldest might free one here: the general path's case)
+    const bool full = count_ == cap_;
+    // (when full, forgetting the oldest might free a slot here: the general path's case)
+    if (!matches(B, 0) || (!full && (count_ + 1) * 2 > (mask_ + 1) * kWays)) return false;
+    if (full) {
       evicted_ = true;
       erase(ring_[head_]);
-      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(matches(B, 0)));
-      B.tag[k] = t, B.step[k] = low;
-      ring_[head_] = static_cast<uint32_t>(b * kWays + k);
-      head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
-    } else {
-      const unsigned free = matches(B, 0);
-      if (!free || (count_ + 1) * 2 > (mask_ + 1) * kWays) return false;
-      const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
-      B.tag[k] = t, B.step[k] = low;
-      ring_.push_back(static_cast<uint32_t>(b * kWays + k));
     }
-    ++count_;
+    remember(take(B, b, matches(B, 0), t, static_cast<uint32_t>(step)), full);
     return true;
   }
 
@@ -167,6 +146,24 @@ class HashHistory {
   static int64_t first_step(uint32_t low, int64_t step) {
     return step - static_cast<int32_t>(static_cast<uint32_t>(step) - low);
   }
+  // t, first seen at `low`, takes bucket b's first free slot (`free`: matches(B, 0), not 0); its position.
+  __attribute__((always_inline)) static uint32_t take(Bucket& B, std::size_t b, unsigned free, uint32_t t,
+                                                      uint32_t low) {
+    const std::size_t k = static_cast<std::size_t>(__builtin_ctz(free));
+    B.tag[k] = t, B.step[k] = low;
+    return static_cast<uint32_t>(b * kWays + k);
+  }
+  // The entry at `pos` is the newest: it takes the ring place of the oldest, forgotten just before
+  // (`replacing`), or is appended to the ring.
+  __attribute__((always_inline)) void remember(uint32_t pos, bool replacing) {
+    if (replacing) {
+      ring_[head_] = pos;
+      head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
+    } else {
+      ring_.push_back(pos);
+    }
+    ++count_;
+  }
   Entry entry(std::size_t pos) const { return {buckets_[pos / kWays].tag[pos % kWays], buckets_[pos / kWays].step[pos % kWays]}; }
   // find_or_insert_tag() for t not in the table, in general (a chain of buckets, growth, the first).
   __attribute__((noinline)) std::pair<int64_t, bool> insert_slow(uint32_t t, int64_t step) {
@@ -180,15 +177,12 @@ class HashHistory {
       return insert_evicted(t, e.step, step);
     }
     if ((count_ + 1) * 2 > buckets_.size() * kWays) grow();
-    ring_.push_back(static_cast<uint32_t>(place(e)));
-    ++count_;
+    remember(static_cast<uint32_t>(place(e)), false);
     return {step, true};
   }
   // The oldest is forgotten already: t takes a slot, the ring its place.
   __attribute__((noinline)) std::pair<int64_t, bool> insert_evicted(uint32_t t, uint32_t low, int64_t step) {
-    ring_[head_] = static_cast<uint32_t>(place({t, low}));
-    head_ = head_ + 1 == cap_ ? 0 : head_ + 1;
-    ++count_;
+    remember(static_cast<uint32_t>(place({t, low})), true);
     return {step, true};
   }
   // Room for min(cap, kStartEntries) at the start: no growth at all at fleet scale (1024 entries a rank
