@@ -141,8 +141,10 @@ LogStream::LogStream(const std::string& path, const std::string& format) : impl_
     m.key_of(c);
     m.heap.push_back(i);
   }
-  if (m.heap.empty()) m.say_file_warnings();
-  if (m.heap.empty()) throw ReadError(path + ": nothing usable (" + (m.warnings.empty() ? "" : m.warnings.back()) + ")");
+  if (m.heap.empty()) {
+    m.say_file_warnings();
+    throw ReadError(path + ": nothing usable (" + (m.warnings.empty() ? "" : m.warnings.back()) + ")");
+  }
   auto later = [&m](size_t a, size_t b) { return m.later(a, b); };
   std::make_heap(m.heap.begin(), m.heap.end(), later);
 }
