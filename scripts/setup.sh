@@ -20,8 +20,9 @@ esac
 #  - libgloo-dev: the gloo headers c10d's ProcessGroupGloo.hpp includes (the wheel ships none; only
 #    sim/dist_gloo.cpp sees them, DESIGN §15);
 #  - gnuplot-nox: the report's plots; fortunes, dataset-fashion-mnist: the training data;
-#  - googletest and Google Benchmark: CMake looks for them whether or not the tests are built.
-pkgs=(cmake ninja-build g++ pkg-config python3 python3-venv
+#  - googletest and Google Benchmark: CMake looks for them whether or not the tests are built;
+#  - gcc: the probe compiles its statistics pass (python/flatline_probe/stats.c) with cc at first use.
+pkgs=(cmake ninja-build g++ gcc pkg-config python3 python3-venv
       libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev zlib1g-dev
       googletest libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
       protobuf-compiler libprotobuf-dev libcsv-dev libsimdjson-dev gnuplot-nox

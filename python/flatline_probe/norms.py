@@ -141,3 +141,86 @@ class FlatCopy:
 
     def release(self):
         self.key, self.flats, self._groups = None, [], []
+
+
+SNAPSHOT_KEEP_BYTES = 256 << 20  # parameters up to this size keep their copy from one update to the next
+
+
+class UpdateNorms:
+    """The parameters' squared norm after an update and the update's own (what it changed), from a
+    snapshot of the parameters taken before it:
+
+    before(params, key)  ahead of the update (key identifies the list, e.g. the parameters' ids)
+    after(params, key)   -> [("param_sq", v), ("update_sq", v)] behind it; update_sq only where
+                            before() was called for this update with the same key
+    forget()             the step ended: no snapshot counts as this update's any more
+
+    The snapshot an update leaves behind (the parameters after it) stands as the next update's "before"
+    while no parameter changed in between (their autograd version counters say so), so a step in a run
+    of measured steps copies the parameters once. With the native statistics (native.py) and contiguous
+    float32 CPU parameters, that is one buffer and one pass per update (the sums and the snapshot's
+    refresh together); else two flat copies (FlatCopy) and torch calls, the difference written into the
+    before's buffer. Parameters past SNAPSHOT_KEEP_BYTES are not kept between updates (copied afresh).
+    Values are Python floats on the native path, 0-d tensors on the device on the other."""
+
+    def __init__(self, native=None):
+        self.native = native
+        self._flat, self._flat_key = None, None  # native: the one snapshot buffer, and its list's key
+        self._before, self._after = FlatCopy(), FlatCopy()  # torch: before this update, after the last
+        self._versions = None  # (path, version counters) when the last update's snapshot was taken
+        self._has = None       # which path took this update's snapshot: None, "native" or "torch"
+
+    def forget(self):
+        self._has = None
+
+    def _native_ok(self, params):
+        return self.native is not None and self.native.plain(params)
+
+    def before(self, params, key):
+        native = self._native_ok(params)
+        unchanged = self._versions is not None and self._versions[0] == ("native" if native else "torch") \
+            and [p._version for p in params] == self._versions[1]
+        self._versions = None
+        if native:
+            if not (unchanged and self._flat_key == key):
+                self._native_buffer(params, key)
+                self.native.gather_of(params, self._flat)
+            self._has = "native"
+            return
+        if unchanged and self._after.key == key:
+            self._before, self._after = self._after, self._before
+        else:
+            self._before.copy(params, key)
+        self._has = "torch"
+
+    def _native_buffer(self, params, key):
+        if self._flat_key != key:
+            self._flat = torch.empty(sum(p.numel() for p in params), dtype=torch.float32)
+            self._flat_key = key
+
+    def after(self, params, key):
+        native = self._native_ok(params)
+        if native:
+            if self._has == "native" and self._flat_key == key:
+                param_sq, update_sq = self.native.update_stats_of(params, self._flat)
+                out = [("param_sq", param_sq), ("update_sq", update_sq)]
+            else:  # no snapshot before this update: the norm, and one for the next update
+                out = [("param_sq", self.native.grad_stats_of(params)[0])]
+                self._native_buffer(params, key)
+                self.native.gather_of(params, self._flat)
+            kept = self._flat.numel() * 4 <= SNAPSHOT_KEEP_BYTES
+            if not kept:
+                self._flat, self._flat_key = None, None
+        else:
+            after = self._after.copy(params, key)
+            out = [("param_sq", sq_norm(flat)) for flat in after]
+            if self._has == "torch" and self._before.key == key:
+                for a, b in zip(after, self._before.flats):  # the difference into the before's buffer
+                    out.append(("update_sq", sq_norm(torch.sub(a, b, out=b))))
+            kept = self._after.nbytes() <= SNAPSHOT_KEEP_BYTES
+            if not kept:  # a large model's copies are not kept from one update to the next
+                self._before.release()
+                self._after.release()
+        self._has = None
+        self._versions = ("native" if native else "torch", [p._version for p in params]) if kept else None
+        return out

@@ -56,11 +56,11 @@ import time
 import torch
 
 from .batches import ReplaySampler, bytes_of, tensors_of
-from .norms import FlatCopy, device_hash_words, hash_of_words, nonzeros, nonzeros_, scratch_dtype, sq_norm
+from . import native
+from .norms import FlatCopy, UpdateNorms, device_hash_words, hash_of_words, nonzeros, nonzeros_, scratch_dtype, sq_norm
 from .plan import EXIT_RESTART, PlanError, load_plan, resuming
 from .telemetry import Heartbeat, Writer, finite
 
-SNAPSHOT_KEEP_BYTES = 256 << 20  # parameters up to this size keep their copy from one update to the next
 # What a step's statistics are read as: squared norms and counts are summed over buffers and buckets.
 _SUMMED = ("grad_sq", "local_sq", "nonzero", "param_sq", "update_sq")
 
@@ -125,11 +125,9 @@ class Probe:
         self._lr_saved = None
         self._lr_pinned = None
         self._manual_before_update = False
-        self._grads = FlatCopy()  # the gradients, where no DDP hook sees them (no DDP)
-        self._before = FlatCopy()  # the parameters before the update in progress ...
-        self._after = FlatCopy()   # ... and after the last one (the next one's before, while unchanged)
-        self._after_versions = None  # the parameters' version counters when _after was taken (None: no copy)
-        self._has_before = False   # _before holds the parameters before this step's update
+        self._native = native.load(say=self.rank == 0)  # one pass a statistic on CPU (None: torch calls)
+        self._grads = FlatCopy()  # the gradients, where no DDP hook sees them (no DDP) and not native
+        self._update = UpdateNorms(self._native)  # param_sq and update_sq, from a snapshot before the update
         self._scratch = {}       # per DDP bucket: a buffer for its nonzero count
         self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
@@ -274,13 +272,13 @@ class Probe:
 
     # ---- per step ------------------------------------------------------------------------------
     def _reset_step_stats(self):
-        self._vals = []          # (name, 0-d tensor): the step's statistics, read when the record is filled
+        self._vals = []          # (name, 0-d tensor or float): the step's statistics, read when the record is filled
         self._numel = 0          # gradient elements the nonzero counts are over
         self._bucket_grads = False  # grad_sq came from DDP's buckets (scaled, under a GradScaler)
         self._first_bucket = True
         self._scale_at_backward = None
         self._stepped = False
-        self._has_before = False
+        self._update.forget()
         self._loss = None
         self._batch_hash = None
         self._hash_words = None  # a GPU batch's hash words, on the device (read with the statistics)
@@ -415,8 +413,11 @@ class Probe:
                 dtype = scratch_dtype(t)
                 if scratch is None or scratch.shape != t.shape or scratch.device != t.device or scratch.dtype != dtype:
                     scratch = self._scratch[index] = torch.empty(t.shape, dtype=dtype, device=t.device)
-                self._vals.append(("grad_sq", sq_norm(t)))
-                self._vals.append(("nonzero", nonzeros(t, scratch)))
+                g = self._native.grad_stats_of((t,)) if self._native is not None else None
+                if g is not None:
+                    self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
+                else:
+                    self._vals += (("grad_sq", sq_norm(t)), ("nonzero", nonzeros(t, scratch)))
                 self._numel += t.numel()
                 self._bucket_grads = True
                 return v[0] if isinstance(v, list) else v
@@ -456,12 +457,16 @@ class Probe:
                         key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
                     else:
                         key = self._params_key(params)
-                    if grads:
+                    g = self._native.grad_stats_of(grads) if grads and self._native is not None else None
+                    if g is not None:
+                        self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
+                        self._numel += g[2]
+                    elif grads:
                         for flat in self._grads.copy(grads, key):
                             self._vals.append(("grad_sq", sq_norm(flat)))
                             self._vals.append(("nonzero", nonzeros_(flat)))  # the copy is ours to overwrite
                             self._numel += flat.numel()
-                self._snapshot(params)
+                self._update.before(params, self._params_key(params))
         groups = self._groups()
         self._lr_saved = [g["lr"] for g in groups]
         f = self._lr_factor_at(self.cur)
@@ -470,35 +475,13 @@ class Probe:
             g["lr"] = base * f
         self._lr_used = groups[0]["lr"]  # the job's own lr is given back after the update
 
-    def _snapshot(self, params):
-        """The parameters before the update: the copy taken after the last update stands where no
-        parameter changed since (their autograd version counters say), else a new one."""
-        if self._after_versions is not None and [p._version for p in params] == self._after_versions:
-            self._before, self._after = self._after, self._before
-        else:
-            self._before.copy(params, self._params_key(params))
-        self._after_versions = None
-        self._has_before = True
-
     def after_update(self):
         self._stepped = True
         self.opt_step += 1
         if self._logging:
             params = self._params()
-            key = self._params_key(params)
             with torch.no_grad():
-                after = self._after.copy(params, key)
-                for flat in after:
-                    self._vals.append(("param_sq", sq_norm(flat)))
-                if self._has_before and self._before.key == key:
-                    for a, b in zip(after, self._before.flats):  # the difference into the before's buffer
-                        self._vals.append(("update_sq", sq_norm(torch.sub(a, b, out=b))))
-            self._has_before = False
-            if self._after.nbytes() <= SNAPSHOT_KEEP_BYTES:
-                self._after_versions = [p._version for p in params]
-            else:  # a large model's copies are not kept from one step to the next
-                self._before.release()
-                self._after.release()
+                self._vals += self._update.after(params, self._params_key(params))
         if self._lr_saved is not None:
             for g, lr in zip(self._groups(), self._lr_saved):
                 g["lr"] = lr
@@ -575,9 +558,11 @@ class Probe:
 
     def _post_step(self, rec, vals, hash_words, how):
         names = [n for n, _ in vals]
-        cuda = hash_words.device if hash_words is not None else next((t.device for _, t in vals if t.is_cuda), None)
+        cuda = hash_words.device if hash_words is not None else \
+            next((t.device for _, t in vals if torch.is_tensor(t) and t.is_cuda), None)
         if cuda is not None:  # copied to pinned memory, read a step later (no sync of the probe's own)
-            dev = torch.stack([t.detach().reshape(()).to(cuda, torch.float64) for _, t in vals]) if vals else \
+            dev = torch.stack([torch.as_tensor(t).detach().reshape(()).to(cuda, torch.float64) for _, t in vals]) \
+                if vals else \
                 torch.zeros(0, dtype=torch.float64, device=cuda)
             if hash_words is not None:
                 dev = torch.cat([dev, hash_words])
@@ -589,7 +574,7 @@ class Probe:
             self._pending.append((rec, names, host, ev, how))
             self._flush_pending(keep=1)
         else:  # on the CPU a read is no synchronisation
-            self._fill(rec, names, [t.item() for _, t in vals], how)
+            self._fill(rec, names, [t.item() if torch.is_tensor(t) else t for _, t in vals], how)
 
     def _flush_pending(self, keep=0):
         while len(self._pending) > keep:

@@ -23,6 +23,7 @@ import threading
 import time
 
 FLUSH_S = 0.02  # a step record waits at most this long for the records after it (above)
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder (json.dumps makes one a call)
 
 
 def finite(x):
@@ -42,7 +43,7 @@ class Writer:
 
     def post(self, record, now=False):
         """Posts a record: written at once when `now` (heartbeats, events) or FLUSH_S after the last write."""
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        line = (_encode(record) + "\n").encode()
         with self._lock:
             if self._failed or self._fd is None:
                 return

@@ -10,7 +10,7 @@ import unittest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
-from flatline_probe import Probe, attach, load_plan, PlanError
+from flatline_probe import Probe, attach, load_plan, PlanError, native
 
 
 def plan(actions=(), lr_factor=(), precision="fp32", steps=8, log_every=1):
@@ -313,6 +313,20 @@ class ProbeTest(unittest.TestCase):
         p["world_size"] = 4
         with self.assertRaisesRegex(PlanError, "world_size 4"):
             Probe(self.dir, plan=p)
+
+
+class TorchPathProbeTest(ProbeTest):
+    """Every test above again with the statistics as torch calls (no C compiler, a GPU, other dtypes)
+    where the native pass (native.py) takes them when it is built."""
+
+    def setUp(self):
+        super().setUp()
+        self._native = dict(native._loaded)
+        native._loaded["lib"] = None
+
+    def tearDown(self):
+        native._loaded.clear()
+        native._loaded.update(self._native)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,146 @@
+"""The step's statistics in one native pass each, for CPU float32 tensors (docs/DESIGN.md §16).
+
+stats.c, beside this file, is compiled once per machine and source with the system's C compiler ($CC,
+else `cc`) into the user's cache ($XDG_CACHE_HOME, else ~/.cache, /flatline-probe/), and loaded through
+ctypes: the probe stays standard library + torch to install, and a step's statistics cost two calls
+instead of ten torch calls and two copies. Where there is no compiler, the compile fails, the cache is
+not writable, or FLATLINE_PROBE_NATIVE=0, `load()` returns None (saying why once on stderr where asked)
+and the probe takes the same statistics with torch calls (norms.py). Tensors on a GPU, in other dtypes,
+or not contiguous take the torch path too (the `*_of` methods return None for them).
+
+Several ranks starting at once compile into their own temporary file and rename it into place, so a
+reader never loads a half-written library.
+"""
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+NATIVE_ENV = "FLATLINE_PROBE_NATIVE"   # "0": never compile or load the native statistics
+CC_ENV = "CC"                          # the C compiler (default: cc)
+CACHE_ENV = "XDG_CACHE_HOME"           # the cache's parent (default: ~/.cache)
+COMPILE_TIMEOUT_S = 120
+CFLAGS = ["-O3", "-fopenmp-simd", "-fno-math-errno", "-shared", "-fPIC"]
+
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats.c")
+_F32 = torch.float32
+_loaded = {}  # "lib" -> Stats or None, once per process
+_why = None   # why load() returned None
+
+
+def _library_path(cc):
+    with open(_SOURCE, "rb") as f:
+        src = f.read()
+    key = hashlib.sha256(src + repr((cc, CFLAGS, platform.machine())).encode()).hexdigest()[:16]
+    cache = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "flatline-probe", f"stats-{key}.so")
+
+
+def _compile(cc, path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".stats-", suffix=".so", dir=os.path.dirname(path))
+    os.close(fd)
+    try:
+        r = subprocess.run([cc, *CFLAGS, "-o", tmp, _SOURCE], capture_output=True, text=True,
+                           timeout=COMPILE_TIMEOUT_S)
+        if r.returncode != 0:
+            raise OSError(f"{cc} exited with status {r.returncode}: {r.stderr.strip()[-400:]}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load(say=False):
+    """The native statistics (a Stats), or None; `say`: print why not, once, on stderr."""
+    global _why
+    if "lib" not in _loaded:
+        _loaded["lib"] = None
+        if os.environ.get(NATIVE_ENV, "1") == "0":
+            _why = f"{NATIVE_ENV}=0"
+        else:
+            cc = os.environ.get(CC_ENV) or "cc"
+            if shutil.which(cc) is None:
+                _why = f"no C compiler ({cc}) on PATH"
+            else:
+                try:
+                    path = _library_path(cc)
+                    if not os.path.exists(path):
+                        _compile(cc, path)
+                    _loaded["lib"] = Stats(ctypes.CDLL(path))
+                except (OSError, subprocess.SubprocessError) as e:
+                    _why = f"cannot build {_SOURCE}: {e}"
+    if _loaded["lib"] is None and say and _why:
+        print(f"flatline probe: the step's statistics run as torch calls ({_why}); "
+              f"bench/README.md \"The probe's overhead\" says what that costs", file=sys.stderr, flush=True)
+        _why = None
+    return _loaded["lib"]
+
+
+def plain(ts):
+    """Whether every tensor is a contiguous float32 CPU tensor (the native path's)."""
+    for t in ts:
+        if t.dtype is not _F32 or not t.is_cpu or not t.is_contiguous():
+            return False
+    return True
+
+
+class Stats:
+    """The loaded library's three passes (stats.c), over lists of tensors. Safe from any thread (DDP's
+    communication hook may run on the process group's): each call has its own argument arrays."""
+
+    plain = staticmethod(plain)
+
+    def __init__(self, lib):
+        p, i64, dp = ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)
+        lib.flatline_grad_stats.argtypes = [i64, p, p, dp, ctypes.POINTER(i64)]
+        lib.flatline_gather.argtypes = [i64, p, p, p]
+        lib.flatline_update_stats.argtypes = [i64, p, p, p, dp, dp]
+        for f in (lib.flatline_grad_stats, lib.flatline_gather, lib.flatline_update_stats):
+            f.restype = None
+        self.lib = lib
+
+    @staticmethod
+    def _args(ts):
+        """(k, pointer array, count array, total count) of the tensors."""
+        counts = [t.numel() for t in ts]
+        k = len(ts)
+        return k, (ctypes.c_void_p * k)(*[t.data_ptr() for t in ts]), (ctypes.c_int64 * k)(*counts), sum(counts)
+
+    def grad_stats_of(self, ts):
+        """(sum of squares, nonzero count, element count) of the tensors, or None off the native path."""
+        if not plain(ts):
+            return None
+        k, ptrs, counts, total = self._args(ts)
+        s, c = ctypes.c_double(), ctypes.c_int64()
+        self.lib.flatline_grad_stats(k, ptrs, counts, ctypes.byref(s), ctypes.byref(c))
+        return s.value, c.value, total
+
+    def gather_of(self, ts, flat):
+        """The tensors' elements copied into `flat` (a contiguous float32 CPU tensor of their total size),
+        in order; False (nothing done) off the native path."""
+        if not plain(ts) or not plain((flat,)):
+            return False
+        k, ptrs, counts, total = self._args(ts)
+        if total != flat.numel():
+            return False
+        self.lib.flatline_gather(k, ptrs, counts, flat.data_ptr())
+        return True
+
+    def update_stats_of(self, ts, before):
+        """(sum of squares of the tensors, of the tensors minus `before`), `before` (a contiguous float32
+        CPU tensor of their total size) then set to the tensors; None off the native path."""
+        if not plain(ts) or not plain((before,)):
+            return None
+        k, ptrs, counts, total = self._args(ts)
+        if total != before.numel():
+            return None
+        ps, us = ctypes.c_double(), ctypes.c_double()
+        self.lib.flatline_update_stats(k, ptrs, counts, before.data_ptr(), ctypes.byref(ps), ctypes.byref(us))
+        return ps.value, us.value

@@ -1,0 +1,156 @@
+"""The probe's native statistics (python/flatline_probe/native.py, stats.c; docs/DESIGN.md §16): exact
+values in the vectorised loops and their tails, what falls back to torch calls, how the library is
+built and refused, and the update's norms alike on both paths (norms.UpdateNorms)."""
+import math
+import os
+import tempfile
+import unittest
+from unittest import mock
+
+import torch
+
+from flatline_probe import native
+from flatline_probe.norms import UpdateNorms
+
+STATS = native.load()
+
+
+@unittest.skipIf(STATS is None, "no C compiler: the probe takes the torch path (tested everywhere else)")
+class NativeStatsTest(unittest.TestCase):
+    def test_sum_of_squares_and_nonzeros_over_the_vector_loop_and_its_tail(self):
+        a = torch.tensor([3.0, -4.0, 0.0, -0.0, 12.0])  # shorter than a vector step: the tail alone
+        b = torch.arange(-18.0, 19.0)  # 37: two 16-wide steps and a tail of 5; one 0
+        c = torch.zeros(32)  # vector steps of zeros only
+        s, nz, n = STATS.grad_stats_of([a, b, c])
+        self.assertEqual(s, 169.0 + 2 * sum(i * i for i in range(19)))
+        self.assertEqual(nz, 3 + 36)
+        self.assertEqual(n, 5 + 37 + 32)
+
+    def test_squares_are_summed_in_double(self):
+        # each element's square (1e40) overflows float32; BLAS's float32 dot reads inf here
+        x = torch.full((1 << 16,), 1e20)
+        s, nz, _ = STATS.grad_stats_of([x])
+        want = (1 << 16) * float(x[0]) ** 2
+        self.assertTrue(math.isinf(torch.dot(x, x).item()))
+        self.assertLess(abs(s - want), 1e-12 * want)
+        self.assertEqual(nz, 1 << 16)
+
+    def test_nan_and_inf(self):
+        s, nz, _ = STATS.grad_stats_of([torch.tensor([1.0, float("nan")] + [0.0] * 20)])
+        self.assertTrue(math.isnan(s))  # the probe then drops the zero fraction
+        self.assertEqual(nz, 2)
+        s, nz, _ = STATS.grad_stats_of([torch.tensor([float("inf")] + [0.0] * 17)])
+        self.assertEqual((s, nz), (math.inf, 1))
+
+    def test_update_stats_refresh_the_snapshot_in_the_same_pass(self):
+        p = [torch.arange(1.0, 21.0), torch.tensor([[2.0, -2.0], [0.5, 0.0]])]  # 20 + 4: vector steps and tails
+        before = torch.zeros(24)
+        self.assertTrue(STATS.gather_of(p, before))
+        self.assertEqual(before.tolist(), list(range(1, 21)) + [2.0, -2.0, 0.5, 0.0])
+        p[0][3] += 2.0
+        p[1][1, 1] = -1.0
+        ps, us = STATS.update_stats_of(p, before)
+        self.assertEqual(ps, sum(float(v) ** 2 for t in p for v in t.reshape(-1).tolist()))
+        self.assertEqual(us, 4.0 + 1.0)
+        self.assertEqual(before.tolist(), p[0].tolist() + p[1].reshape(-1).tolist())
+        ps2, us2 = STATS.update_stats_of(p, before)  # nothing changed since
+        self.assertEqual((ps2, us2), (ps, 0.0))
+
+    def test_other_tensors_take_the_torch_path(self):
+        self.assertIsNone(STATS.grad_stats_of([torch.ones(4), torch.ones(4, dtype=torch.float64)]))
+        self.assertIsNone(STATS.grad_stats_of([torch.ones(4, 4).t()[0]]))  # not contiguous
+        self.assertIsNone(STATS.grad_stats_of([torch.ones(4, dtype=torch.float16)]))
+        self.assertFalse(STATS.gather_of([torch.ones(4)], torch.empty(5)))  # not the total size
+        self.assertIsNone(STATS.update_stats_of([torch.ones(4)], torch.empty(3)))
+        self.assertIsNone(STATS.update_stats_of([torch.ones(4)], torch.empty(4, dtype=torch.float64)))
+
+
+class NativeLoadTest(unittest.TestCase):
+    def setUp(self):
+        self.saved = dict(native._loaded)
+        native._loaded.clear()
+
+    def tearDown(self):
+        native._loaded.clear()
+        native._loaded.update(self.saved)
+
+    def test_turned_off_by_its_variable(self):
+        with mock.patch.dict(os.environ, {native.NATIVE_ENV: "0"}):
+            self.assertIsNone(native.load())
+
+    def test_a_compiler_that_fails_leaves_the_torch_path_and_says_why(self):
+        with tempfile.TemporaryDirectory() as cache, \
+                mock.patch.dict(os.environ, {native.CC_ENV: "false", native.CACHE_ENV: cache}), \
+                mock.patch("sys.stderr") as err:
+            self.assertIsNone(native.load(say=True))
+            said = "".join(c.args[0] for c in err.write.call_args_list)
+            self.assertIn("statistics run as torch calls", said)
+            self.assertIn("false exited with status 1", said)
+            self.assertEqual(os.listdir(os.path.join(cache, "flatline-probe")), [])  # no half-written file
+
+    def test_no_compiler_on_the_path(self):
+        with mock.patch.dict(os.environ, {native.CC_ENV: "no-such-cc-here"}):
+            self.assertIsNone(native.load())
+            self.assertIn("no C compiler (no-such-cc-here)", native._why)
+
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_built_once_into_the_cache_then_loaded_from_it(self):
+        with tempfile.TemporaryDirectory() as cache, mock.patch.dict(os.environ, {native.CACHE_ENV: cache}):
+            self.assertIsNotNone(native.load())
+            (built,) = os.listdir(os.path.join(cache, "flatline-probe"))
+            self.assertRegex(built, r"^stats-[0-9a-f]{16}\.so$")
+            native._loaded.clear()
+            with mock.patch("subprocess.run", side_effect=AssertionError("compiled again")):
+                self.assertIsNotNone(native.load())
+
+
+class UpdateNormsTest(unittest.TestCase):
+    """The same updates through both paths give the same norms; a parameter changed between updates
+    (outside the optimizer) makes a new snapshot on both."""
+
+    def run_updates(self, stats):
+        torch.manual_seed(0)
+        params = [torch.randn(37), torch.randn(5, 8)]
+        key = (1, 2)
+        u, out = UpdateNorms(stats), []
+        for i in range(4):
+            if i == 2:
+                params[0].add_(10.0)  # not an update: must not count as one
+            u.before(params, key)
+            # the update: -0.5 on each of the 37, and 10% off the second tensor
+            want_us = 37 * 0.25 + float(((0.1 * params[1].double()) ** 2).sum())
+            params[0].sub_(0.5)
+            params[1].mul_(0.9)
+            got = dict(u.after(params, key))
+            u.forget()
+            want_ps = sum(float((p.double() ** 2).sum()) for p in params)
+            out.append((float(got["param_sq"]), float(got["update_sq"]), want_ps, want_us))
+        return out
+
+    def test_both_paths_give_the_exact_norms_and_agree(self):
+        paths = [None] + ([STATS] if STATS is not None else [])
+        for stats in paths:
+            for i, (ps, us, want_ps, want_us) in enumerate(self.run_updates(stats)):
+                self.assertLess(abs(ps - want_ps), 1e-5 * want_ps, (stats, i))
+                self.assertLess(abs(us - want_us), 1e-4 * want_us, (stats, i))
+        if len(paths) == 2:
+            for a, b in zip(self.run_updates(None), self.run_updates(STATS)):
+                self.assertLess(abs(a[0] - b[0]), 1e-5 * a[0])
+                self.assertLess(abs(a[1] - b[1]), 1e-4 * a[1])
+
+    def test_no_snapshot_before_the_update_gives_the_parameter_norm_only(self):
+        for stats in [None] + ([STATS] if STATS is not None else []):
+            u = UpdateNorms(stats)
+            p = [torch.tensor([3.0, 4.0])]
+            got = dict(u.after(p, 7))
+            self.assertEqual(set(got), {"param_sq"})
+            self.assertEqual(float(got["param_sq"]), 25.0)
+            u.forget()
+            u.before(p, 7)  # unchanged since: the snapshot after the last update stands
+            p[0].add_(1.0)
+            got = dict(u.after(p, 7))
+            self.assertEqual(float(got["update_sq"]), 2.0, stats)
+
+
+if __name__ == "__main__":
+    unittest.main()
