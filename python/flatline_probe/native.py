@@ -73,7 +73,12 @@ def load(say=False):
                     path = _library_path(cc)
                     if not os.path.exists(path):
                         _compile(cc, path)
-                    _loaded["lib"] = Stats(ctypes.CDLL(path))
+                    try:
+                        lib = ctypes.CDLL(path)
+                    except OSError:  # a file left damaged (a full disk, a copy cut short): built again once
+                        _compile(cc, path)
+                        lib = ctypes.CDLL(path)
+                    _loaded["lib"] = Stats(lib)
                 except (OSError, subprocess.SubprocessError) as e:
                     _why = f"cannot build {_SOURCE}: {e}"
     if _loaded["lib"] is None and say and _why:

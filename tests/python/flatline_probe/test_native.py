@@ -104,6 +104,19 @@ class NativeLoadTest(unittest.TestCase):
                 self.assertIsNotNone(native.load())
 
 
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_a_damaged_library_in_the_cache_is_built_again(self):
+        with tempfile.TemporaryDirectory() as cache, mock.patch.dict(os.environ, {native.CACHE_ENV: cache}):
+            path = native._library_path(os.environ.get(native.CC_ENV) or "cc")
+            os.makedirs(os.path.dirname(path))
+            with open(path, "wb") as f:  # what a full disk leaves
+                f.write(b"\x7fELF cut short")
+            stats = native.load()
+            self.assertIsNotNone(stats)
+            self.assertEqual(stats.grad_stats_of([torch.tensor([3.0, 4.0])]), (25.0, 2, 2))
+            self.assertGreater(os.path.getsize(path), 1000)
+
+
 class UpdateNormsTest(unittest.TestCase):
     """The same updates through both paths give the same norms; a parameter changed between updates
     (outside the optimizer) makes a new snapshot on both."""
