@@ -15,6 +15,7 @@ import ctypes
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,13 +24,13 @@ import tempfile
 import torch
 
 NATIVE_ENV = "FLATLINE_PROBE_NATIVE"   # "0": never compile or load the native statistics
-CC_ENV = "CC"                          # the C compiler (default: cc)
+CC_ENV = "CC"                          # the C compiler, with any arguments (default: cc)
 CACHE_ENV = "XDG_CACHE_HOME"           # the cache's parent (default: ~/.cache)
 COMPILE_TIMEOUT_S = 120
-CFLAGS = ["-O3", "-fopenmp-simd", "-fno-math-errno", "-shared", "-fPIC"]
+CFLAGS = ["-O3", "-fopenmp-simd", "-fno-math-errno", "-shared", "-fPIC", "-x", "c"]  # C even to a C++ driver
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats.c")
-_F32 = torch.float32
+_F32, _STRIDED = torch.float32, torch.strided
 _loaded = {}  # "lib" -> Stats or None, once per process
 _why = None   # why load() returned None
 
@@ -42,16 +43,23 @@ def _library_path(cc):
     return os.path.join(cache, "flatline-probe", f"stats-{key}.so")
 
 
-def _compile(cc, path):
+def _build(cc, path):
+    """Compiles stats.c into a new file beside `path`, loads it from there (a name this process never
+    loaded: the dynamic loader hands back an earlier library of the same name, whatever the file holds
+    now), then renames it to `path`."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".stats-", suffix=".so", dir=os.path.dirname(path))
     os.close(fd)
     try:
-        r = subprocess.run([cc, *CFLAGS, "-o", tmp, _SOURCE], capture_output=True, text=True,
+        r = subprocess.run([*shlex.split(cc), "-o", tmp, *CFLAGS, _SOURCE], capture_output=True, text=True,
                            timeout=COMPILE_TIMEOUT_S)
         if r.returncode != 0:
             raise OSError(f"{cc} exited with status {r.returncode}: {r.stderr.strip()[-400:]}")
+        if os.path.getsize(tmp) == 0:
+            raise OSError(f"{cc} exited with status 0 but wrote no library")
+        stats = Stats(ctypes.CDLL(tmp))
         os.replace(tmp, path)
+        return stats
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -66,20 +74,21 @@ def load(say=False):
             _why = f"{NATIVE_ENV}=0"
         else:
             cc = os.environ.get(CC_ENV) or "cc"
-            if shutil.which(cc) is None:
+            try:
+                argv = shlex.split(cc)
+            except ValueError:  # unbalanced quotes
+                argv = []
+            if not argv or shutil.which(argv[0]) is None:
                 _why = f"no C compiler ({cc}) on PATH"
             else:
                 try:
                     path = _library_path(cc)
-                    if not os.path.exists(path):
-                        _compile(cc, path)
                     try:
-                        lib = ctypes.CDLL(path)
-                    except OSError:  # a file left damaged (a full disk, a copy cut short): built again once
-                        _compile(cc, path)
-                        lib = ctypes.CDLL(path)
-                    _loaded["lib"] = Stats(lib)
-                except (OSError, subprocess.SubprocessError) as e:
+                        stats = Stats(ctypes.CDLL(path)) if os.path.exists(path) else None
+                    except (OSError, AttributeError):  # damaged (a full disk, a copy cut short), or not
+                        stats = None                   # this source's library: built again
+                    _loaded["lib"] = stats if stats is not None else _build(cc, path)
+                except (OSError, AttributeError, ValueError, subprocess.SubprocessError) as e:
                     _why = f"cannot build {_SOURCE}: {e}"
     if _loaded["lib"] is None and say and _why:
         print(f"flatline probe: the step's statistics run as torch calls ({_why}); "
@@ -91,7 +100,7 @@ def load(say=False):
 def plain(ts):
     """Whether every tensor is a contiguous float32 CPU tensor (the native path's)."""
     for t in ts:
-        if t.dtype is not _F32 or not t.is_cpu or not t.is_contiguous():
+        if t.dtype is not _F32 or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
             return False
     return True
 

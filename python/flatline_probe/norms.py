@@ -95,7 +95,8 @@ def hash_of_words(words):
 
 class FlatCopy:
     """A copy of a list of tensors in one buffer per device, float32 (float64 where a tensor is), made
-    again only when the caller's key for the list (e.g. the ids of the parameters) changes.
+    again only when the caller's key for the list (e.g. the ids of the parameters) or the tensors'
+    shapes, dtypes or devices change (`p.data = ...` and `model.double()` keep a parameter's id).
 
     copy(tensors, key)  -> the buffers, now holding the tensors' values
     release()           frees the buffers (made again by the next copy)
@@ -122,7 +123,13 @@ class FlatCopy:
             self.flats.append(flat)
             self._groups.append((views, None if len(by_dev) == 1 else idx))
 
+    @staticmethod
+    def key_of(tensors, key):
+        """What the copy is kept under: the caller's key and the tensors' shapes, dtypes and devices."""
+        return key, tuple((t.shape, t.dtype, t.device) for t in tensors)
+
     def copy(self, tensors, key):
+        key = self.key_of(tensors, key)
         if key != self.key:
             self._make(tensors)
             self.key = key
@@ -183,38 +190,41 @@ class UpdateNorms:
         self._versions = None
         if native:
             if not (unchanged and self._flat_key == key):
-                self._native_buffer(params, key)
-                self.native.gather_of(params, self._flat)
+                self._snapshot_native(params, key)
             self._has = "native"
             return
-        if unchanged and self._after.key == key:
+        if unchanged and self._after.key == FlatCopy.key_of(params, key):
             self._before, self._after = self._after, self._before
         else:
             self._before.copy(params, key)
         self._has = "torch"
 
-    def _native_buffer(self, params, key):
-        if self._flat_key != key:
+    def _snapshot_native(self, params, key):
+        """The parameters into the native snapshot, made again where the list or its sizes changed (a
+        `p.data = ...` of another shape keeps the parameter's id)."""
+        if self._flat_key != key or not self.native.gather_of(params, self._flat):
             self._flat = torch.empty(sum(p.numel() for p in params), dtype=torch.float32)
             self._flat_key = key
+            self.native.gather_of(params, self._flat)
 
     def after(self, params, key):
         native = self._native_ok(params)
         if native:
+            got = None
             if self._has == "native" and self._flat_key == key:
-                param_sq, update_sq = self.native.update_stats_of(params, self._flat)
-                out = [("param_sq", param_sq), ("update_sq", update_sq)]
+                got = self.native.update_stats_of(params, self._flat)  # None: the sizes changed since
+            if got is not None:
+                out = [("param_sq", got[0]), ("update_sq", got[1])]
             else:  # no snapshot before this update: the norm, and one for the next update
                 out = [("param_sq", self.native.grad_stats_of(params)[0])]
-                self._native_buffer(params, key)
-                self.native.gather_of(params, self._flat)
+                self._snapshot_native(params, key)
             kept = self._flat.numel() * 4 <= SNAPSHOT_KEEP_BYTES
             if not kept:
                 self._flat, self._flat_key = None, None
         else:
             after = self._after.copy(params, key)
             out = [("param_sq", sq_norm(flat)) for flat in after]
-            if self._has == "torch" and self._before.key == key:
+            if self._has == "torch" and self._before.key == self._after.key:
                 for a, b in zip(after, self._before.flats):  # the difference into the before's buffer
                     out.append(("update_sq", sq_norm(torch.sub(a, b, out=b))))
             kept = self._after.nbytes() <= SNAPSHOT_KEEP_BYTES

@@ -457,6 +457,8 @@ class Probe:
                         key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
                     else:
                         key = self._params_key(params)
+                    if any(g.layout is not torch.strided for g in grads):  # nn.Embedding(sparse=True)
+                        grads = self._sparse_grad_stats(grads)
                     g = self._native.grad_stats_of(grads) if grads and self._native is not None else None
                     if g is not None:
                         self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
@@ -474,6 +476,19 @@ class Probe:
             base = self._lr_pinned[i] if self._lr_pinned is not None and self._act.get("scheduler_frozen") else g["lr"]
             g["lr"] = base * f
         self._lr_used = groups[0]["lr"]  # the job's own lr is given back after the update
+
+    def _sparse_grad_stats(self, grads):
+        """The squared norm and nonzero count of the sparse gradients among `grads` (over their coalesced
+        values; an element no value names is 0), taken here; returns the others."""
+        dense = []
+        for g in grads:
+            if g.layout is torch.strided:
+                dense.append(g)
+                continue
+            v = g.coalesce().values().reshape(-1).to(torch.float32, copy=True)
+            self._vals += (("grad_sq", sq_norm(v)), ("nonzero", nonzeros_(v)))
+            self._numel += g.numel()
+        return dense
 
     def after_update(self):
         self._stepped = True

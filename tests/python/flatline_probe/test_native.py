@@ -117,6 +117,41 @@ class NativeLoadTest(unittest.TestCase):
             self.assertGreater(os.path.getsize(path), 1000)
 
 
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_a_compiler_with_arguments_or_a_cpp_driver_builds_it_as_c(self):
+        import shutil
+        for cc in ("cc -O1", "g++", "c++"):
+            if shutil.which(cc.split()[0]) is None:
+                continue
+            native._loaded.clear()
+            with tempfile.TemporaryDirectory() as cache, \
+                    mock.patch.dict(os.environ, {native.CC_ENV: cc, native.CACHE_ENV: cache}):
+                stats = native.load()
+                self.assertIsNotNone(stats, (cc, native._why))
+                self.assertEqual(stats.grad_stats_of([torch.tensor([3.0, 0.0, 4.0])]), (25.0, 2, 3))
+
+    def test_a_compiler_that_writes_nothing_leaves_nothing_in_the_cache(self):
+        with tempfile.TemporaryDirectory() as cache, \
+                mock.patch.dict(os.environ, {native.CC_ENV: "true", native.CACHE_ENV: cache}):
+            self.assertIsNone(native.load())
+            self.assertIn("wrote no library", native._why)
+            self.assertEqual(os.listdir(os.path.join(cache, "flatline-probe")), [])
+
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_another_library_under_the_cache_name_is_built_again(self):
+        import subprocess
+        with tempfile.TemporaryDirectory() as cache, mock.patch.dict(os.environ, {native.CACHE_ENV: cache}):
+            path = native._library_path(os.environ.get(native.CC_ENV) or "cc")
+            os.makedirs(os.path.dirname(path))
+            src = os.path.join(cache, "other.c")
+            with open(src, "w") as f:
+                f.write("int other(void) { return 1; }\n")
+            subprocess.run(["cc", "-shared", "-fPIC", "-o", path, src], check=True)
+            stats = native.load()
+            self.assertIsNotNone(stats, native._why)
+            self.assertEqual(stats.grad_stats_of([torch.tensor([3.0, 4.0])]), (25.0, 2, 2))
+
+
 class UpdateNormsTest(unittest.TestCase):
     """The same updates through both paths give the same norms; a parameter changed between updates
     (outside the optimizer) makes a new snapshot on both."""
@@ -163,6 +198,40 @@ class UpdateNormsTest(unittest.TestCase):
             p[0].add_(1.0)
             got = dict(u.after(p, 7))
             self.assertEqual(float(got["update_sq"]), 2.0, stats)
+
+    def test_a_parameter_resized_in_place_of_its_data_makes_a_new_snapshot(self):
+        # `p.data = ...` of another shape keeps the parameter's id (the key): no crash, no stale update
+        for stats in [None] + ([STATS] if STATS is not None else []):
+            u = UpdateNorms(stats)
+            p = [torch.ones(5), torch.ones(3)]
+            u.before(p, 1)
+            p[0].add_(1.0)
+            self.assertEqual(float(dict(u.after(p, 1))["update_sq"]), 5.0, stats)
+            u.forget()
+            p[1].data = torch.ones(9)  # grown between updates (no version counter moves for .data)
+            u.before(p, 1)
+            p[1].add_(2.0)
+            got = dict(u.after(p, 1))
+            self.assertEqual(float(got["param_sq"]), 5 * 4.0 + 9 * 9.0, stats)
+            self.assertEqual(float(got.get("update_sq", 9 * 4.0)), 9 * 4.0, stats)
+            u.forget()
+            u.before(p, 1)
+            p[0].sub_(1.0)
+            got = dict(u.after(p, 1))
+            self.assertEqual(float(got["update_sq"]), 5.0, stats)
+
+    def test_a_model_made_float64_is_copied_again(self):
+        p = [torch.ones(4)]
+        u = UpdateNorms(None)
+        u.before(p, 1)
+        u.after(p, 1)
+        u.forget()
+        p[0].data = p[0].data.double()  # model.double(): the same id, another dtype
+        u.before(p, 1)
+        p[0].add_(1e-9)
+        got = dict(u.after(p, 1))
+        self.assertAlmostEqual(float(got["update_sq"]), 4e-18, delta=1e-24)
+
 
 
 if __name__ == "__main__":

@@ -166,6 +166,25 @@ class ProbeTest(unittest.TestCase):
         (r,) = [r for r in records(self.dir) if r["kind"] == "step"]
         self.assertAlmostEqual(r["grad_zero_frac"], 1 / 3)
 
+    def test_sparse_gradients_are_measured_over_their_values(self):
+        # nn.Embedding(sparse=True): rows 1 (twice) and 4 of 10 have gradients, in a sparse COO tensor
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(10, 3, sparse=True)
+        head = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(list(emb.parameters()) + list(head.parameters()), lr=0.1)
+        probe = attach(self.dir, torch.nn.Sequential(emb, head), opt, plan=plan())
+        loss = probe.loss(head(emb(torch.tensor([1, 1, 4]))).square().mean())
+        loss.backward()
+        dense = [emb.weight.grad.to_dense(), head.weight.grad, head.bias.grad]
+        opt.step()
+        probe.close()
+        (r,) = [r for r in records(self.dir) if r["kind"] == "step"]
+        want = sum(float((g.double() ** 2).sum()) for g in dense) ** 0.5
+        self.assertAlmostEqual(r["grad_norm"], want, places=6)
+        nonzero = sum(int((g != 0).sum()) for g in dense)
+        self.assertEqual(nonzero, 6 + 3 + 1)
+        self.assertAlmostEqual(r["grad_zero_frac"], 1 - nonzero / 34)
+
     def test_a_nan_gradient_gives_no_zero_fraction(self):
         torch.manual_seed(0)
         model = torch.nn.Linear(2, 1)
