@@ -6,11 +6,20 @@
 //
 // Layout. What a plain step row or a quiet heartbeat reads and writes is a column of 8-byte values
 // (`last_step_t[r]`, `latest_t[r]`, ...), so that a block's plain rows are one loop over contiguous arrays
-// (plain_rows_ok / plain_rows). The two rings of intervals are flat arrays of kStepRing (kBeatRing)
-// slots per rank, filled in push order (slot = pushes % capacity: the oldest value is overwritten once
-// full); their minimum (the fast deadline test) and median (the deadline) are computed when a rule asks,
-// the minimum cached until the next push. The phase history is a flat ring of phase_cap slots per rank.
-// Rarely written values (first_t, pause_t, first_step_s) are columns too, read only off the fast path.
+// (run_not_alive.cpp: plain_rows_ok, plain_rows). Units: times in s of the stream's clock, steps as
+// logged, counts as counts. Three rings, each filled in push order (push c goes to slot c mod capacity,
+// overwriting the oldest once full):
+// - step intervals, kStepRing per rank, slot k of rank r at step_ring()[k * ring_stride() + r]: when every
+//   rank of a block has pushed as many, the block's intervals are one contiguous row;
+// - heartbeat spacings, kBeatRing per rank at [r * kBeatRing + k]; a quiet heartbeat does not push its
+//   spacing: the spacings of the beats remembered since the ring last took any in are taken from the
+//   phase history when the ring is next read or pushed (settle_hb);
+// - the phase history, (t, phase id) of the last phase_cap heartbeats, in phase_slots (a power of two
+//   above phase_cap) per rank at [r * phase_slots + k].
+// The rings' minimum (the fast deadline test) and median (the deadline) are computed when a rule asks,
+// the minimum cached until the next push. The stale-logging run a plain row starts is one bit (kFresh)
+// until a rule reads or moves its columns (settle). Rarely written values (first_t, pause_t,
+// first_step_s) are columns too, read only off the fast path.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -38,7 +47,8 @@ class RankClocks {
   static constexpr size_t kStepRing = 64;           // step intervals kept per rank (the median's window)
   static constexpr size_t kBeatRing = 32;           // heartbeat spacings kept per rank
   // Heartbeats kept for the evidence line: kPhaseBudget over all ranks, between kMinPhaseHistory and
-  // kMaxPhaseHistory per rank (4096 at 1024 ranks, 256 at 16,384: 9 bytes each, 37 MB).
+  // kMaxPhaseHistory per rank (4096 at 1024 ranks, 256 at 16,384: 9 bytes each, 37 MB; stored in twice
+  // as many slots, the next power of two above it: 74 MB).
   static constexpr size_t kPhaseBudget = size_t{1} << 22, kMinPhaseHistory = 64, kMaxPhaseHistory = 4096;
   static size_t phase_history(int world) {
     const size_t per = world > 0 ? kPhaseBudget / static_cast<size_t>(world) : kMaxPhaseHistory;
@@ -53,33 +63,50 @@ class RankClocks {
   static constexpr uint64_t kSilenceOffered = 1u << 5; // a silence candidate was offered since its last record
   static constexpr uint64_t kHasOpt0 = 1u << 6;        // opt0[r] holds a value (else nullopt)
   static constexpr uint64_t kHasPrevOpt = 1u << 7;     // prev_opt[r] holds a value
+  // The last step record was a plain row written by a block pass: stale_n[r] = 1, stale_t0[r] = prev_t[r]
+  // = last_step_t[r] and opt0[r] = prev_opt[r] hold although those columns were not written (settle()
+  // writes them; every rule that reads or moves them settles first).
+  static constexpr uint64_t kFresh = 1u << 8;
   static constexpr uint64_t kStepClears = kWindow | kEvalWindow | kStallReported | kEnded | kStopped | kSilenceOffered;
 
   // world: the ranks expected (0: unknown), given room for at once.
   explicit RankClocks(int world = 0)
-      : phase_cap_(phase_history(world)) {
+      : phase_cap_(phase_history(world)), phase_slots_(pow2_at_least(phase_cap_ + 1)) {
     if (world > 0) reserve(static_cast<size_t>(world));
   }
 
   // ---- per-rank columns (index: rank; size(): ranks 0..size()-1 have columns, present() says which
   // have shown a record)
   std::vector<int64_t> last_step;     // the last step record's logged step (also the stale run's step)
-  std::vector<int64_t> step_records;  // step records seen
   std::vector<int64_t> since_start;   // step records since a (re)start
-  std::vector<int64_t> stale_n;       // the current run of step records logging last_step (t advancing)
-  std::vector<int64_t> opt0, prev_opt;  // opt_step of the stale run's first record / of the last one with it
+  std::vector<int64_t> records_before;  // step records before the last (re)start (records(): all of them)
+  std::vector<int64_t> stale_n;       // the current run of step records logging last_step (t advancing); kFresh
+  std::vector<int64_t> opt0, prev_opt;  // opt_step of the stale run's first record (kFresh) / of the last one with it
   std::vector<double> last_step_t;    // s: the last step record with a t (NaN after a restart)
   std::vector<double> latest_t;       // s: the latest t of any record
   std::vector<double> last_hb_t;      // s: the last heartbeat (NaN after a restart)
-  std::vector<double> stale_t0;       // s: t of the stale run's first record (NaN: it had none)
-  std::vector<double> prev_t;         // s: t of the last step record that had one (kept over a restart)
+  std::vector<double> stale_t0;       // s: t of the stale run's first record (NaN: it had none); kFresh
+  std::vector<double> prev_t;         // s: t of the last step record that had one (kept over a restart); kFresh
   std::vector<uint64_t> bits;         // kWindow, ...
   std::vector<double> first_t;        // s: the first t of any record
   std::vector<double> first_step_s;   // s: the (re)start to its first step record: how long a step took at most
   std::vector<double> pause_t;        // s: the end of the last pause (or a restart)
-  std::vector<int64_t> step_pushes, hb_pushes;  // values pushed into each ring so far
+  std::vector<int64_t> step_pushes;   // values pushed into the step ring so far
+  mutable std::vector<int64_t> hb_pushes;  // values pushed into the spacing ring so far (settle_hb() first)
 
   size_t size() const { return last_step.size(); }
+  int64_t records(int r) const {  // step records seen
+    return records_before[static_cast<size_t>(r)] + since_start[static_cast<size_t>(r)];
+  }
+  // The stale-run columns written out where kFresh stands for them.
+  void settle(int r) {
+    const size_t i = static_cast<size_t>(r);
+    if (!(bits[i] & kFresh)) return;
+    stale_n[i] = 1;
+    stale_t0[i] = prev_t[i] = last_step_t[i];
+    opt0[i] = prev_opt[i];
+    bits[i] &= ~kFresh;
+  }
   bool present(int r) const { return static_cast<size_t>(r) < present_.size() && present_[static_cast<size_t>(r)]; }
   bool empty() const { return n_present_ == 0; }
   // Rank r present (columns grown to it as needed).
@@ -109,7 +136,27 @@ class RankClocks {
 
   // ---- the rings
   size_t step_ivs(int r) const { return std::min<size_t>(static_cast<size_t>(step_pushes[static_cast<size_t>(r)]), kStepRing); }
-  size_t hb_ivs(int r) const { return std::min<size_t>(static_cast<size_t>(hb_pushes[static_cast<size_t>(r)]), kBeatRing); }
+  size_t hb_ivs(int r) const {
+    settle_hb(r);
+    return std::min<size_t>(static_cast<size_t>(hb_pushes[static_cast<size_t>(r)]), kBeatRing);
+  }
+  // The spacings of the quiet heartbeats remembered since the ring last took any in (the newest
+  // phase_count_ - hb_synced_ of the phase history: each one's spacing to the beat before it), pushed.
+  // A quiet beat only goes into the phase history; whatever reads the ring or pushes into it settles first.
+  void settle_hb(int r) const {
+    const size_t i = static_cast<size_t>(r);
+    const int64_t pending = phase_count_[i] - hb_synced_[i];
+    if (pending == 0) return;
+    const int64_t keep = std::min<int64_t>(pending, static_cast<int64_t>(kBeatRing));
+    hb_pushes[i] += pending - keep;  // overwritten by the newer ones: counted, not written
+    for (int64_t q = keep; q >= 1; --q) {  // oldest first
+      const int64_t c = phase_count_[i] - q;
+      const double gap = phase_t_[i * phase_slots_ + (static_cast<size_t>(c) & (phase_slots_ - 1))] -
+                         phase_t_[i * phase_slots_ + (static_cast<size_t>(c - 1) & (phase_slots_ - 1))];
+      hb_ring_[i * kBeatRing + (static_cast<size_t>(hb_pushes[i]++) & (kBeatRing - 1))] = gap;
+    }
+    hb_synced_[i] = phase_count_[i];
+  }
   double step_iv_median(int r) const {
     double s[kStepRing];
     return median_in_place(s, s + step_ivs_into(r, s));
@@ -129,6 +176,7 @@ class RankClocks {
     return step_min_[i].v;
   }
   double hb_iv_min(int r) const {
+    settle_hb(r);
     const size_t i = static_cast<size_t>(r);
     if (hb_pushes[i] == 0) return std::nan("");
     if (hb_min_[i].at != hb_pushes[i]) {
@@ -149,7 +197,7 @@ class RankClocks {
     const size_t i = static_cast<size_t>(r);
     step_ring_[(static_cast<size_t>(step_pushes[i]++) & (kStepRing - 1)) * stride_ + i] = v;
   }
-  void push_hb_iv(int r, double v) {
+  void push_hb_iv(int r, double v) {  // (after settle_hb)
     if (!std::isfinite(v)) return;
     const size_t i = static_cast<size_t>(r);
     hb_ring_[i * kBeatRing + (static_cast<size_t>(hb_pushes[i]++) & (kBeatRing - 1))] = v;
@@ -164,8 +212,10 @@ class RankClocks {
   }
 
   void restart(int r, double t) {
+    settle(r);
     const size_t i = static_cast<size_t>(r);
     last_step_t[i] = last_hb_t[i] = std::nan("");
+    records_before[i] += since_start[i];
     since_start[i] = 0;
     pause_t[i] = t;
     bits[i] &= ~(kWindow | kEvalWindow | kStallReported);
@@ -181,11 +231,12 @@ class RankClocks {
   // A step record (t NaN when it has none; opt_step when has_opt). Returns the length of the run of
   // records logging this same step while t (and opt_step) advanced: 1 for a new step.
   int64_t on_step(int r, double t, int64_t step, bool has_opt, int64_t opt) {
+    settle(r);
     const size_t i = static_cast<size_t>(r);
     const bool has_t = std::isfinite(t);
     if (has_t && since_start[i] == 0 && std::isfinite(reference(r))) first_step_s[i] = t - reference(r);
     if (has_t && std::isfinite(last_step_t[i]) && t > last_step_t[i]) push_step_iv(r, t - last_step_t[i]);
-    if (step_records[i] > 0 && step == last_step[i]) {
+    if (records(r) > 0 && step == last_step[i]) {
       const bool t_known = has_t && std::isfinite(prev_t[i]), opt_known = has_opt && (bits[i] & kHasPrevOpt);
       const bool advancing =
           (t_known || opt_known) && (!t_known || t > prev_t[i]) && (!opt_known || opt > prev_opt[i]);
@@ -199,7 +250,6 @@ class RankClocks {
     if (has_t) prev_t[i] = last_step_t[i] = t;
     if (has_opt) prev_opt[i] = opt, bits[i] |= kHasPrevOpt;
     last_step[i] = step;
-    ++step_records[i];
     ++since_start[i];
     bits[i] &= ~(kStallReported | kWindow | kEvalWindow);  // a step completed: any pause is over
     return stale_n[i];
@@ -208,6 +258,7 @@ class RankClocks {
   // A heartbeat with a finite t and its phase id. Returns false while the rank is paused (phase
   // checkpoint/eval, inside a pause window), true when its step deadline applies.
   bool on_heartbeat(int r, double t, uint8_t phase) {
+    settle_hb(r);
     const size_t i = static_cast<size_t>(r);
     // gap > max(kDeadGap, kDeadBeats x interval), the median only when the gap exceeds kDeadGap
     const double gap = t - last_hb_t[i];
@@ -217,6 +268,7 @@ class RankClocks {
       push_hb_iv(r, t - last_hb_t[i]);
     last_hb_t[i] = t;
     remember_phase(r, t, phase);
+    hb_synced_[i] = phase_count_[i];  // (its spacing, if any, is in the ring)
     if (pause_phase(phase)) {
       pause_t[i] = t;
       return false;
@@ -246,17 +298,15 @@ class RankClocks {
   }
 
   void remember_phase(int r, double t, uint8_t id) {
-    const size_t i = static_cast<size_t>(r), k = i * phase_cap_ + phase_head_[i];
+    const size_t i = static_cast<size_t>(r), k = i * phase_slots_ + (static_cast<size_t>(phase_count_[i]++) & (phase_slots_ - 1));
     phase_t_[k] = t;
     phase_id_[k] = id;
-    phase_head_[i] = phase_head_[i] + 1 == phase_cap_ ? 0 : phase_head_[i] + 1;
-    phase_n_[i] += phase_n_[i] < phase_cap_;
   }
   // The phase id of the latest heartbeat at or before t (nullopt when none is remembered).
   std::optional<uint8_t> phase_at(int r, double t) const {
-    const size_t i = static_cast<size_t>(r), base = i * phase_cap_;
-    for (size_t k = 0; k < phase_n_[i]; ++k) {  // newest first
-      const size_t j = base + (phase_head_[i] + phase_cap_ - 1 - k) % phase_cap_;
+    const size_t i = static_cast<size_t>(r), base = i * phase_slots_, count = static_cast<size_t>(phase_count_[i]);
+    for (size_t k = 0; k < std::min(count, phase_cap_); ++k) {  // newest first
+      const size_t j = base + ((count - 1 - k) & (phase_slots_ - 1));
       if (phase_t_[j] <= t) return phase_id_[j];
     }
     return std::nullopt;
@@ -275,9 +325,8 @@ class RankClocks {
         (bits[i] & kWindow) || !training_phase(phase))
       return false;  // (a NaN compares false: last_hb_t, latest_t and last_step_t are finite here)
     bits[i] &= ~(kStopped | kSilenceOffered);
-    push_hb_iv(r, gap);
     last_hb_t[i] = t;
-    remember_phase(r, t, phase);
+    remember_phase(r, t, phase);  // (its spacing gap: settle_hb)
     latest_t[i] = latest_t[i] < t ? t : latest_t[i];
     return true;
   }
@@ -306,23 +355,14 @@ class RankClocks {
     }
     if (!(t <= last_step_t[i] + kMin)) return false;
     *t_last = t;
-    // Every beat is quiet: write the ones the rings keep.
-    const size_t keep_hb = std::min<size_t>(static_cast<size_t>(n), kBeatRing),
-                 keep_ph = std::min<size_t>(static_cast<size_t>(n), phase_cap_);
-    const size_t first_kept = static_cast<size_t>(n) - std::max(keep_hb, keep_ph);
-    double prev = last_hb_t[i];
+    // Every beat is quiet: into the phase history, the ones it keeps (at least the last kBeatRing + 1,
+    // whose spacings settle_hb reads).
+    static_assert(kMinPhaseHistory > kBeatRing, "settle_hb reads kBeatRing + 1 beats of the history");
+    const size_t keep = std::min<size_t>(static_cast<size_t>(n), phase_cap_);
     t = t0;
     for (size_t k = 0; k < static_cast<size_t>(n); ++k, t += dt) {
-      if (k >= first_kept) {
-        if (k + keep_hb >= static_cast<size_t>(n)) push_hb_iv(r, t - prev);
-        else ++hb_pushes[i];  // overwritten within this run: counted, not written
-        if (k + keep_ph >= static_cast<size_t>(n)) remember_phase(r, t, phase);
-        else skip_phase(r);
-      } else {
-        ++hb_pushes[i];
-        skip_phase(r);
-      }
-      prev = t;
+      if (k + keep >= static_cast<size_t>(n)) remember_phase(r, t, phase);
+      else skip_phase(r);
     }
     bits[i] &= ~(kStopped | kSilenceOffered);
     last_hb_t[i] = *t_last;
@@ -334,40 +374,43 @@ class RankClocks {
   // ring directly: its slot k of rank r is step_ring()[k * ring_stride() + r], so that when every rank
   // of the block has pushed as many intervals (the usual case) one slot's values are contiguous.
   double* step_ring() { return step_ring_.data(); }
-  // The heartbeat spacing ring (slot k of rank r: hb_ring()[r * kBeatRing + k]) and the phase history's
-  // columns, for a pass that keeps their pointers in registers.
-  double* hb_ring() { return hb_ring_.data(); }
+  // The phase history's columns, for a pass that keeps their pointers in registers (a quiet beat: its
+  // t and phase id at slot count++, nothing else; settle_hb takes its spacing).
   struct PhaseRing {
-    double* t;        // [r * cap + slot]
-    uint8_t* id;      // [r * cap + slot]
-    size_t* head;     // [r]: the next slot
-    size_t* n;        // [r]: slots filled (<= cap)
-    size_t cap;
+    double* t;        // [r * slots + k]
+    uint8_t* id;      // [r * slots + k]
+    int64_t* count;   // [r]: heartbeats remembered; the next goes to slot count & (slots - 1)
+    size_t slots;     // a power of two
   };
-  PhaseRing phase_ring() { return {phase_t_.data(), phase_id_.data(), phase_head_.data(), phase_n_.data(), phase_cap_}; }
+  PhaseRing phase_ring() { return {phase_t_.data(), phase_id_.data(), phase_count_.data(), phase_slots_}; }
   size_t ring_stride() const { return stride_; }
   std::vector<double>& scratch() { return scratch_; }
 
  private:
+  static size_t pow2_at_least(size_t n) {
+    size_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+  }
   void reserve(size_t n) {  // room for ranks 0..n-1, so that columns grow without copying
-    for (auto* v : {&last_step, &step_records, &since_start, &stale_n, &opt0, &prev_opt, &step_pushes, &hb_pushes})
+    for (auto* v : {&last_step, &records_before, &since_start, &stale_n, &opt0, &prev_opt, &step_pushes, &hb_pushes})
       v->reserve(n);
     for (auto* v : {&last_step_t, &latest_t, &last_hb_t, &stale_t0, &prev_t, &first_t, &first_step_s, &pause_t})
       v->reserve(n);
     bits.reserve(n), step_min_.reserve(n), hb_min_.reserve(n), hb_ring_.reserve(n * kBeatRing);
-    phase_t_.reserve(n * phase_cap_), phase_id_.reserve(n * phase_cap_), phase_head_.reserve(n), phase_n_.reserve(n);
+    phase_t_.reserve(n * phase_slots_), phase_id_.reserve(n * phase_slots_), phase_count_.reserve(n);
     present_.reserve(n);
     step_ring_.assign(kStepRing * n, 0.0);
     stride_ = n;
   }
   void grow(size_t n) {
     const double nan = std::nan("");
-    last_step.resize(n, 0), step_records.resize(n, 0), since_start.resize(n, 0), stale_n.resize(n, 0);
+    last_step.resize(n, 0), records_before.resize(n, 0), since_start.resize(n, 0), stale_n.resize(n, 0);
     opt0.resize(n, 0), prev_opt.resize(n, 0);
     last_step_t.resize(n, nan), latest_t.resize(n, nan), last_hb_t.resize(n, nan), stale_t0.resize(n, nan);
     prev_t.resize(n, nan), first_t.resize(n, nan), first_step_s.resize(n, nan), pause_t.resize(n, nan);
     bits.resize(n, 0);
-    step_pushes.resize(n, 0), hb_pushes.resize(n, 0);
+    step_pushes.resize(n, 0), hb_pushes.resize(n, 0), hb_synced_.resize(n, 0);
     step_min_.resize(n, {0, -1}), hb_min_.resize(n, {0, -1});
     if (n > stride_) {  // the step ring's slots are rows of stride_ ranks: laid out again, wider
       const size_t wider = std::max(n, 2 * stride_);
@@ -379,8 +422,8 @@ class RankClocks {
       stride_ = wider;
     }
     hb_ring_.resize(n * kBeatRing, 0);
-    phase_t_.resize(n * phase_cap_, 0), phase_id_.resize(n * phase_cap_, 0);
-    phase_head_.resize(n, 0), phase_n_.resize(n, 0);
+    phase_t_.resize(n * phase_slots_, 0), phase_id_.resize(n * phase_slots_, 0);
+    phase_count_.resize(n, 0);
     present_.resize(n, 0);
   }
   size_t step_ivs_into(int r, double* s) const {  // rank r's step intervals copied into s[0..returned)
@@ -392,21 +435,22 @@ class RankClocks {
     double v;
     int64_t at;  // the push count it was computed at (-1: never)
   };
-  void skip_phase(int r) {  // a phase written and overwritten within one run: only the ring's place moves
-    const size_t i = static_cast<size_t>(r);
-    phase_head_[i] = phase_head_[i] + 1 == phase_cap_ ? 0 : phase_head_[i] + 1;
-    phase_n_[i] += phase_n_[i] < phase_cap_;
-  }
+  void skip_phase(int r) { ++phase_count_[static_cast<size_t>(r)]; }  // written and overwritten within one run
 
-  size_t phase_cap_;
+  size_t phase_cap_, phase_slots_;
   size_t stride_ = 0;                        // ranks per row of step_ring_ (>= size())
-  std::vector<double> step_ring_, hb_ring_;  // [slot * stride_ + rank], [rank * kBeatRing + slot]
+  std::vector<double> step_ring_;  // [slot * stride_ + rank]
+  mutable std::vector<double> hb_ring_;  // [rank * kBeatRing + slot] (settle_hb writes it)
   mutable std::vector<Min> step_min_, hb_min_;
-  // (t, phase id) of the last phase_n_[r] (<= phase_cap_) heartbeats of rank r: slots [r * phase_cap_,
-  // (r + 1) * phase_cap_), the newest before phase_head_[r].
+  // (t, phase id) of rank r's heartbeats in slots [r * phase_slots_, (r + 1) * phase_slots_), heartbeat c
+  // (counted from 0) in slot c & (phase_slots_ - 1); the last min(phase_count_[r], phase_cap_) are the
+  // history. phase_slots_: a power of two above phase_cap_, so that a slot is a mask away and the slot the
+  // next heartbeat goes to holds none of the history: a block pass writes it before it knows whether it
+  // takes the beat (the count moves only if it does).
   std::vector<double> phase_t_;
   std::vector<uint8_t> phase_id_;
-  std::vector<size_t> phase_head_, phase_n_;
+  std::vector<int64_t> phase_count_;
+  mutable std::vector<int64_t> hb_synced_;  // phase_count_ when the spacing ring last took in rank r's beats
   std::vector<uint8_t> present_;
   size_t n_present_ = 0;
   int upto_ = 0;

@@ -103,22 +103,39 @@ enum class Kind { hang, stale, error, silent };
 // every rank has pushed as many step intervals as rank 0 (one slot of the step ring for all of them).
 // Plain: a step other than the last one, after the first step since the (re)start, with t later than the
 // last step's (a finite interval) and not a second behind the rank's latest record (last_step_t finite
-// implies first_t and latest_t finite: every finite t goes through clock() first). Branch-free over
-// 64-bit columns, out of line, so that GCC vectorises it (docs/DESIGN.md §2 "Passes over blocks").
+// implies first_t and latest_t finite: every finite t goes through clock() first).
+// kBeat: rank i may have one heartbeat before its row, at beat[i] (NaN: none), of a training phase and
+// outside a pause window (the caller's test); then ok[i] also needs it quiet (RankClocks::quiet_beat, with
+// kMinStallS) and the row is judged after it.
+// Branch-free over 64-bit columns, out of line, so that GCC vectorises it (docs/DESIGN.md §2 "Passes over
+// blocks").
+template <bool kBeat>
 __attribute__((noinline)) size_t plain_rows_ok(size_t n, const double* __restrict t, const int64_t* __restrict step,
                                                const int64_t* __restrict since, const int64_t* __restrict last,
                                                const double* __restrict last_t, const double* __restrict latest,
-                                               const int64_t* __restrict pushes, uint64_t* __restrict ok,
+                                               const int64_t* __restrict pushes, const double* __restrict beat,
+                                               const double* __restrict last_hb, uint64_t* __restrict ok,
                                                bool* uniform) {
   uint64_t count = 0, odd = 0;
   const int64_t p0 = n ? pushes[0] : 0;
   for (size_t i = 0; i < n; ++i) {
-    const double iv = t[i] - last_t[i];
-    uint64_t good = since[i] > 0;
-    good &= t[i] > last_t[i];
-    good &= t[i] >= latest[i] - 1.0;
-    good &= step[i] != last[i];
+    double lat = latest[i];
+    uint64_t good = 1;
+    if constexpr (kBeat) {
+      const double bt = beat[i], gap = bt - last_hb[i];
+      uint64_t quiet = gap > 0;
+      quiet &= gap <= RankClocks::kDeadGap;
+      quiet &= bt >= lat - 1.0;
+      quiet &= bt <= last_t[i] + kMinStallS;
+      good = quiet | (bt != bt);
+      lat = lat < bt ? bt : lat;  // (a NaN beat: unchanged)
+    }
+    const double iv = t[i] - last_t[i];  // > 0 exactly when t[i] > last_t[i] (gradual underflow)
+    good &= since[i] > 0;
+    good &= iv > 0;
     good &= iv < std::numeric_limits<double>::infinity();
+    good &= t[i] >= lat - 1.0;
+    good &= step[i] != last[i];
     ok[i] = good;
     count += good;
     odd += pushes[i] != p0;
@@ -128,37 +145,46 @@ __attribute__((noinline)) size_t plain_rows_ok(size_t n, const double* __restric
 }
 
 // What RankClocks::plain_step leaves for rows [0, n) of a block in lockstep, every one of them plain
-// (plain_rows_ok): the step and its t, the stale run restarted at it (opt_step from opt where flags has
-// kOptStep), the step record counts, the pause and end-of-stream marks cleared (a step opens the stream
+// (plain_rows_ok): the step and its t, the stale run restarted at it (kFresh; opt_step from opt where
+// flags has kOptStep), the step record count, the pause and end-of-stream marks cleared (a step opens the stream
 // again), latest_t; the interval t - last_t into iv[i] (the step ring's slot when every rank is at the same
-// one, else a scratch column) and a push counted. Branch-free, out of line: it vectorises.
+// one, else a scratch column) and a push counted. kBeat: first what quiet_beat leaves of rank i's heartbeat
+// at beat[i] (NaN: none) in last_hb and latest, its phase history's count `beats` moved on (the caller
+// has written the slot; its spacing: RankClocks::settle_hb), and the gate's positions `pos` moved to the
+// beat and the row (else the caller moves them). Branch-free, out of line: it
+// vectorises.
+template <bool kBeat>
 __attribute__((noinline)) void plain_rows(size_t n, const double* __restrict t, const int64_t* __restrict step,
                                           const uint64_t* __restrict flags, const int64_t* __restrict opt,
+                                          const double* __restrict beat, double* __restrict last_hb,
                                           double* __restrict last_t, double* __restrict latest,
-                                          double* __restrict stale_t0, double* __restrict prev_t,
-                                          int64_t* __restrict last, int64_t* __restrict stale_n,
-                                          int64_t* __restrict opt0, int64_t* __restrict prev_opt,
-                                          int64_t* __restrict records, int64_t* __restrict since,
-                                          uint64_t* __restrict bits, int64_t* __restrict pushes,
-                                          double* __restrict iv) {
+                                          int64_t* __restrict last, int64_t* __restrict prev_opt,
+                                          int64_t* __restrict since, uint64_t* __restrict bits,
+                                          int64_t* __restrict pushes, double* __restrict iv,
+                                          double* __restrict pos, int64_t* __restrict beats) {
   constexpr uint64_t clears = RankClocks::kStepClears | RankClocks::kHasOpt0,
                      opts = RankClocks::kHasOpt0 | RankClocks::kHasPrevOpt;
   for (size_t i = 0; i < n; ++i) {
     const double ti = t[i];
+    double lat = latest[i];
+    if constexpr (kBeat) {
+      const double bt = beat[i];
+      last_hb[i] = bt == bt ? bt : last_hb[i];
+      lat = lat < bt ? bt : lat;
+      double p = pos[i];
+      p = p < bt ? bt : p;
+      pos[i] = p < ti ? ti : p;
+      beats[i] += bt == bt;
+    }
     const uint64_t has = 0 - (flags[i] & StepBlock::kOptStep);  // all ones where opt_step is logged
     iv[i] = ti - last_t[i];
     last_t[i] = ti;
-    stale_t0[i] = ti;
-    prev_t[i] = ti;
     last[i] = step[i];
-    stale_n[i] = 1;
-    opt0[i] = opt[i];
     prev_opt[i] = static_cast<int64_t>((static_cast<uint64_t>(opt[i]) & has) | (static_cast<uint64_t>(prev_opt[i]) & ~has));
-    bits[i] = (bits[i] & ~clears) | (has & opts);
-    ++records[i];
+    bits[i] = (bits[i] & ~clears) | (has & opts) | RankClocks::kFresh;  // the stale run: kFresh
     ++since[i];
     ++pushes[i];
-    latest[i] = latest[i] < ti ? ti : latest[i];
+    latest[i] = lat < ti ? ti : lat;
   }
 }
 
@@ -244,6 +270,7 @@ class RunNotAlive final : public BlockDetector {
     // record by record.
     size_t i0 = 0, j = 0;
     if (b.lockstep && !gate_.has_candidate()) {
+      if (plain_block(b)) return;
       std::tie(i0, j) = plain_prefix(b);
       gate_.advance_rows(b.t.data(), 0, i0);
     }
@@ -257,7 +284,7 @@ class RunNotAlive final : public BlockDetector {
   }
 
   // The records of a block in lockstep, in stream order, up to the first that is not a plain row
-  // (RankClocks::plain_rows_ok) or a quiet heartbeat run (quiet_run) of a rank of the block before its
+  // (plain_rows_ok) or a quiet heartbeat run (RankClocks::quiet_run) of a rank of the block before its
   // row; returns (i, j): rows [0, i) and heartbeat runs [0, j) taken. The rows are judged in one pass
   // first, then the runs in order (a run changes only its own rank's state, and of what a row is judged
   // by only latest_t: a row whose rank's run moved latest_t past it ends the prefix there), then the rows
@@ -269,8 +296,9 @@ class RunNotAlive final : public BlockDetector {
     ok_.resize(n);
     size_t bound = n;  // rows [0, bound) are plain
     bool uniform = false;
-    if (plain_rows_ok(n, t, b.step.data(), c.since_start.data(), c.last_step.data(), c.last_step_t.data(),
-                      c.latest_t.data(), c.step_pushes.data(), ok_.data(), &uniform) != n)
+    if (plain_rows_ok<false>(n, t, b.step.data(), c.since_start.data(), c.last_step.data(), c.last_step_t.data(),
+                             c.latest_t.data(), c.step_pushes.data(), nullptr, nullptr, ok_.data(),
+                             &uniform) != n)
       bound = static_cast<size_t>(std::find(ok_.begin(), ok_.end(), uint64_t{0}) - ok_.begin());
     // The runs: a run of one beat (the usual) is RankClocks::quiet_beat written out over the columns'
     // pointers, held in registers; a longer one goes to quiet_run.
@@ -279,8 +307,6 @@ class RunNotAlive final : public BlockDetector {
     double* __restrict latest = c.latest_t.data();
     const double* __restrict last_t = c.last_step_t.data();
     uint64_t* __restrict bits = c.bits.data();
-    int64_t* __restrict hb_pushes = c.hb_pushes.data();
-    double* __restrict hb_ring = c.hb_ring();
     const RankClocks::PhaseRing ph = c.phase_ring();
     size_t j = 0;
     for (; j < nb; ++j) {
@@ -297,14 +323,11 @@ class RunNotAlive final : public BlockDetector {
         quiet &= !(bits[k] & RankClocks::kWindow);
         if (!quiet) break;
         bits[k] &= ~(RankClocks::kStopped | RankClocks::kSilenceOffered);
-        hb_ring[k * RankClocks::kBeatRing + (static_cast<size_t>(hb_pushes[k]++) & (RankClocks::kBeatRing - 1))] = gap;
         last_hb[k] = t_last;
         latest[k] = latest[k] < t_last ? t_last : latest[k];
-        const size_t head = ph.head[k];
-        ph.t[k * ph.cap + head] = t_last;
-        ph.head[k] = head + 1 == ph.cap ? 0 : head + 1;
-        ph.n[k] += ph.n[k] < ph.cap;
-        ph.id[k * ph.cap + head] = run.phase;
+        const size_t slot = k * ph.slots + (static_cast<size_t>(ph.count[k]++) & (ph.slots - 1));
+        ph.t[slot] = t_last;
+        ph.id[slot] = run.phase;
       } else if (!c.quiet_run(run.rank, run.t0, run.dt, run.n, run.phase, kMinStallS, &t_last)) {
         break;
       }
@@ -313,20 +336,72 @@ class RunNotAlive final : public BlockDetector {
     }
     any_hb_ = any_hb_ || j > 0;
     const size_t rows = j < nb ? std::min<size_t>(bound, b.beats[j].row) : bound;
-    if (rows == 0) return {rows, j};
+    take_rows<false>(b, rows, uniform, nullptr);
+    return {rows, j};
+  }
+
+  // Rows [0, rows) of a block in lockstep, every one plain (plain_rows_ok<kBeat> said so, and `uniform`),
+  // written (plain_rows<kBeat>, with `beat`), their step intervals in the step ring.
+  template <bool kBeat>
+  void take_rows(const StepBlock& b, size_t rows, bool uniform, const double* beat) {
+    if (rows == 0) return;
+    RankClocks& c = clocks_;
     const size_t stride = c.ring_stride(), slot = static_cast<size_t>(c.step_pushes[0]) & (RankClocks::kStepRing - 1);
     std::vector<double>& scratch = c.scratch();
     if (!uniform) scratch.resize(rows);
     double* iv = uniform ? c.step_ring() + slot * stride : scratch.data();
-    plain_rows(rows, t, b.step.data(), b.flags.data(), b.opt_step.data(), c.last_step_t.data(), c.latest_t.data(),
-               c.stale_t0.data(), c.prev_t.data(), c.last_step.data(), c.stale_n.data(), c.opt0.data(),
-               c.prev_opt.data(), c.step_records.data(), c.since_start.data(), c.bits.data(), c.step_pushes.data(), iv);
+    plain_rows<kBeat>(rows, b.t.data(), b.step.data(), b.flags.data(), b.opt_step.data(), beat, c.last_hb_t.data(),
+                      c.last_step_t.data(), c.latest_t.data(), c.last_step.data(), c.prev_opt.data(),
+                      c.since_start.data(), c.bits.data(), c.step_pushes.data(), iv,
+                      kBeat ? gate_.positions() : nullptr, kBeat ? c.phase_ring().count : nullptr);
     if (!uniform) {  // each rank's own slot
       double* ring = c.step_ring();
       for (size_t i = 0; i < rows; ++i)
         ring[(static_cast<size_t>(c.step_pushes[i] - 1) & (RankClocks::kStepRing - 1)) * stride + i] = iv[i];
     }
-    return {rows, j};
+  }
+
+  // The fleet simulator's usual block in lockstep, taken whole when every record is plain: at most one
+  // heartbeat per rank, a run of one beat just before its rank's row (row == rank), of a training phase.
+  // The beats are laid out as a column (beat_[i]: rank i's, NaN: none), so that the rows and the beats are
+  // judged in one branch-free pass (plain_rows_ok<true>) and written in another (plain_rows<true>); the
+  // beats' rings (spacing, phase history) in a pass over the runs. Returns false, having changed nothing,
+  // for any other block, or one with a record that is not plain (plain_prefix takes it).
+  bool plain_block(const StepBlock& b) {
+    const size_t n = b.rows(), nb = b.beats.size();
+    const StepBlock::Beats* runs = b.beats.data();
+    RankClocks& c = clocks_;
+    beat_.assign(n, std::numeric_limits<double>::quiet_NaN());
+    double* beat = beat_.data();
+    const uint64_t* bits = c.bits.data();
+    const RankClocks::PhaseRing ph = c.phase_ring();
+    size_t next = 0;  // the least rank the next run may have (one per rank, in rank order)
+    for (size_t j = 0; j < nb; ++j) {
+      const StepBlock::Beats& run = runs[j];
+      const size_t k = static_cast<size_t>(run.rank);  // (a negative rank: beyond n)
+      bool fits = run.n == 1;
+      fits &= run.row == k;
+      fits &= k < n;
+      fits &= k >= next;
+      fits &= training_phase(run.phase);
+      fits &= run.t0 == run.t0;  // (an infinite beat is not quiet: plain_rows_ok says no)
+      if (!fits || (bits[k] & RankClocks::kWindow)) return false;
+      beat[k] = run.t0;
+      next = k + 1;
+      // into the phase history's next slot, which holds none of the history: counted only once taken
+      const size_t slot = k * ph.slots + (static_cast<size_t>(ph.count[k]) & (ph.slots - 1));
+      ph.t[slot] = run.t0;
+      ph.id[slot] = run.phase;
+    }
+    ok_.resize(n);
+    bool uniform = false;
+    if (plain_rows_ok<true>(n, b.t.data(), b.step.data(), c.since_start.data(), c.last_step.data(),
+                            c.last_step_t.data(), c.latest_t.data(), c.step_pushes.data(), beat, c.last_hb_t.data(),
+                            ok_.data(), &uniform) != n)
+      return false;
+    take_rows<true>(b, n, uniform, beat);  // (the gate's positions, the beats' phase history counts)
+    any_hb_ = any_hb_ || nb > 0;
+    return true;
   }
 
   // step_row() for row i of a block in lockstep: rank i, already known, with a finite t.
@@ -431,7 +506,7 @@ class RunNotAlive final : public BlockDetector {
     const RankClocks& c = clocks_;
     for (int rank = 0; static_cast<size_t>(rank) < c.size(); ++rank) {
       const size_t i = static_cast<size_t>(rank);
-      if (!c.present(rank) || !c.step_records[i]) continue;
+      if (!c.present(rank) || !c.records(rank)) continue;
       std::string d = fmt::format("steps advancing: rank {} last step {}", rank, c.last_step[i]);
       if (finite(c.last_step_t[i])) d += " at t=" + secs(c.last_step_t[i]);
       if (c.step_ivs(rank)) d += fmt::format(" (median step {})", secs(c.step_iv_median(rank)));
@@ -506,7 +581,7 @@ class RunNotAlive final : public BlockDetector {
     if (!(t > ref + bound)) return;
     c.set(rank, RankClocks::kStallReported, true);
     const double since = t - (finite(c.last_step_t[i]) ? c.last_step_t[i] : ref);
-    std::string line = c.step_records[i] ? fmt::format("no step for {} after step {}", secs(since), c.last_step[i])
+    std::string line = c.records(rank) ? fmt::format("no step for {} after step {}", secs(since), c.last_step[i])
                                          : fmt::format("no step for {} since start", secs(since));
     line += first  ? fmt::format(" (a first step's allowance {})", secs(kFirstStepAllowanceS))
             : warm ? fmt::format(" (median step {})", secs(med))
@@ -623,6 +698,7 @@ class RunNotAlive final : public BlockDetector {
   std::optional<Finding> final_;
   bool any_records_ = false, any_t_ = false, any_hb_ = false;
   std::vector<uint64_t> ok_;  // plain_prefix's scratch: 1 where a row is plain
+  std::vector<double> beat_;  // plain_block's scratch: rank i's heartbeat before its row (NaN: none)
   std::vector<std::string> other_phases_;  // phase names beyond the watchdog's, by id - kOtherPhase
 };
 
