@@ -195,6 +195,7 @@ class RankClocks {
   void push_step_iv(int r, double v) {
     if (!std::isfinite(v)) return;
     const size_t i = static_cast<size_t>(r);
+    aligned_ = std::min(aligned_, i);  // ranks before it still agree
     step_ring_[(static_cast<size_t>(step_pushes[i]++) & (kStepRing - 1)) * stride_ + i] = v;
   }
   void push_hb_iv(int r, double v) {  // (after settle_hb)
@@ -385,6 +386,17 @@ class RankClocks {
   PhaseRing phase_ring() { return {phase_t_.data(), phase_id_.data(), phase_count_.data(), phase_slots_}; }
   size_t ring_stride() const { return stride_; }
   std::vector<double>& scratch() { return scratch_; }
+  // Whether ranks 0..n-1 have pushed as many step intervals each (one slot of the step ring is theirs
+  // next). Known without a scan while no push but a whole block's has come since the last scan.
+  bool steps_aligned(size_t n) {
+    if (n <= aligned_) return true;
+    const int64_t* __restrict p = step_pushes.data();
+    uint64_t odd = 0;
+    for (size_t i = 0; i < n; ++i) odd += p[i] != p[0];  // (a loop that vectorises)
+    if (odd == 0) aligned_ = n;
+    return odd == 0;
+  }
+  void pushed_upto(size_t n) { aligned_ = std::min(aligned_, n); }  // ranks 0..n-1 pushed one each
 
  private:
   static size_t pow2_at_least(size_t n) {
@@ -439,6 +451,7 @@ class RankClocks {
 
   size_t phase_cap_, phase_slots_;
   size_t stride_ = 0;                        // ranks per row of step_ring_ (>= size())
+  size_t aligned_ = 0;                       // ranks 0..aligned_-1 have as many step pushes each
   std::vector<double> step_ring_;  // [slot * stride_ + rank]
   mutable std::vector<double> hb_ring_;  // [rank * kBeatRing + slot] (settle_hb writes it)
   mutable std::vector<Min> step_min_, hb_min_;

@@ -99,8 +99,7 @@ bool mentions_death(std::string s) {
 enum class Kind { hang, stale, error, silent };
 
 // RankClocks' plain_step for rows [0, n) of a block in lockstep (row i is rank i, with a finite t), read
-// from its columns: ok[i] = 1 where row i is plain, else 0; returns how many are, and *uniform: whether
-// every rank has pushed as many step intervals as rank 0 (one slot of the step ring for all of them).
+// from its columns: ok[i] = 1 where row i is plain, else 0 (not written for kBeat); returns how many are.
 // Plain: a step other than the last one, after the first step since the (re)start, with t later than the
 // last step's (a finite interval) and not a second behind the rank's latest record (last_step_t finite
 // implies first_t and latest_t finite: every finite t goes through clock() first).
@@ -113,11 +112,9 @@ template <bool kBeat>
 __attribute__((noinline)) size_t plain_rows_ok(size_t n, const double* __restrict t, const int64_t* __restrict step,
                                                const int64_t* __restrict since, const int64_t* __restrict last,
                                                const double* __restrict last_t, const double* __restrict latest,
-                                               const int64_t* __restrict pushes, const double* __restrict beat,
-                                               const double* __restrict last_hb, uint64_t* __restrict ok,
-                                               bool* uniform) {
-  uint64_t count = 0, odd = 0;
-  const int64_t p0 = n ? pushes[0] : 0;
+                                               const double* __restrict beat,
+                                               const double* __restrict last_hb, uint64_t* __restrict ok) {
+  uint64_t count = 0;
   for (size_t i = 0; i < n; ++i) {
     double lat = latest[i];
     uint64_t good = 1;
@@ -136,11 +133,9 @@ __attribute__((noinline)) size_t plain_rows_ok(size_t n, const double* __restric
     good &= iv < std::numeric_limits<double>::infinity();
     good &= t[i] >= lat - 1.0;
     good &= step[i] != last[i];
-    ok[i] = good;
+    if constexpr (!kBeat) ok[i] = good;  // (plain_block needs only the count)
     count += good;
-    odd += pushes[i] != p0;
   }
-  *uniform = odd == 0;
   return count;
 }
 
@@ -295,10 +290,8 @@ class RunNotAlive final : public BlockDetector {
     RankClocks& c = clocks_;
     ok_.resize(n);
     size_t bound = n;  // rows [0, bound) are plain
-    bool uniform = false;
     if (plain_rows_ok<false>(n, t, b.step.data(), c.since_start.data(), c.last_step.data(), c.last_step_t.data(),
-                             c.latest_t.data(), c.step_pushes.data(), nullptr, nullptr, ok_.data(),
-                             &uniform) != n)
+                             c.latest_t.data(), nullptr, nullptr, ok_.data()) != n)
       bound = static_cast<size_t>(std::find(ok_.begin(), ok_.end(), uint64_t{0}) - ok_.begin());
     // The runs: a run of one beat (the usual) is RankClocks::quiet_beat written out over the columns'
     // pointers, held in registers; a longer one goes to quiet_run.
@@ -336,16 +329,18 @@ class RunNotAlive final : public BlockDetector {
     }
     any_hb_ = any_hb_ || j > 0;
     const size_t rows = j < nb ? std::min<size_t>(bound, b.beats[j].row) : bound;
-    take_rows<false>(b, rows, uniform, nullptr);
+    take_rows<false>(b, rows, nullptr);
     return {rows, j};
   }
 
-  // Rows [0, rows) of a block in lockstep, every one plain (plain_rows_ok<kBeat> said so, and `uniform`),
-  // written (plain_rows<kBeat>, with `beat`), their step intervals in the step ring.
+  // Rows [0, rows) of a block in lockstep, every one plain (plain_rows_ok<kBeat> said so), written
+  // (plain_rows<kBeat>, with `beat`), their step intervals in the step ring: one contiguous slot when every
+  // one of them has pushed as many (RankClocks::steps_aligned).
   template <bool kBeat>
-  void take_rows(const StepBlock& b, size_t rows, bool uniform, const double* beat) {
+  void take_rows(const StepBlock& b, size_t rows, const double* beat) {
     if (rows == 0) return;
     RankClocks& c = clocks_;
+    const bool uniform = c.steps_aligned(rows);
     const size_t stride = c.ring_stride(), slot = static_cast<size_t>(c.step_pushes[0]) & (RankClocks::kStepRing - 1);
     std::vector<double>& scratch = c.scratch();
     if (!uniform) scratch.resize(rows);
@@ -359,6 +354,7 @@ class RunNotAlive final : public BlockDetector {
       for (size_t i = 0; i < rows; ++i)
         ring[(static_cast<size_t>(c.step_pushes[i] - 1) & (RankClocks::kStepRing - 1)) * stride + i] = iv[i];
     }
+    c.pushed_upto(rows);
   }
 
   // The fleet simulator's usual block in lockstep, taken whole when every record is plain: at most one
@@ -384,8 +380,9 @@ class RunNotAlive final : public BlockDetector {
       fits &= k < n;
       fits &= k >= next;
       fits &= training_phase(run.phase);
-      fits &= run.t0 == run.t0;  // (an infinite beat is not quiet: plain_rows_ok says no)
       if (!fits || (bits[k] & RankClocks::kWindow)) return false;
+      // (a beat without a t changes nothing a plain row leaves, so NaN, "no beat", says the same; an
+      // infinite one is not quiet: plain_rows_ok says no)
       beat[k] = run.t0;
       next = k + 1;
       // into the phase history's next slot, which holds none of the history: counted only once taken
@@ -393,13 +390,10 @@ class RunNotAlive final : public BlockDetector {
       ph.t[slot] = run.t0;
       ph.id[slot] = run.phase;
     }
-    ok_.resize(n);
-    bool uniform = false;
     if (plain_rows_ok<true>(n, b.t.data(), b.step.data(), c.since_start.data(), c.last_step.data(),
-                            c.last_step_t.data(), c.latest_t.data(), c.step_pushes.data(), beat, c.last_hb_t.data(),
-                            ok_.data(), &uniform) != n)
+                            c.last_step_t.data(), c.latest_t.data(), beat, c.last_hb_t.data(), nullptr) != n)
       return false;
-    take_rows<true>(b, n, uniform, beat);  // (the gate's positions, the beats' phase history counts)
+    take_rows<true>(b, n, beat);  // (the gate's positions, the beats' phase history counts)
     any_hb_ = any_hb_ || nb > 0;
     return true;
   }
