@@ -70,6 +70,9 @@ class RankGate {
     double* p = pos_.data();
     for (size_t r = from; r < to; ++r) p[r] = p[r] < pos[r] ? pos[r] : p[r];
   }
+  // The positions of ranks 0..n-1 (seen), for a pass over a block that moves them itself, only up (as
+  // advance_rows does).
+  double* positions() { return pos_.data(); }
   double position(int rank) const {
     const size_t i = static_cast<size_t>(rank);
     return rank < 0 || i >= pos_.size() ? -std::numeric_limits<double>::infinity() : pos_[i];

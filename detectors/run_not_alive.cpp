@@ -55,6 +55,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -65,6 +66,7 @@
 #include "detectors/rank_clock.h"
 #include "detectors/rank_gate.h"
 #include "detectors/registry.h"
+#include "detectors/util.h"
 
 namespace flatline {
 namespace {
@@ -96,9 +98,95 @@ bool mentions_death(std::string s) {
 
 enum class Kind { hang, stale, error, silent };
 
+// RankClocks' plain_step for rows [0, n) of a block in lockstep (row i is rank i, with a finite t), read
+// from its columns: ok[i] = 1 where row i is plain, else 0 (not written for kBeat); returns how many are.
+// Plain: a step other than the last one, after the first step since the (re)start, with t later than the
+// last step's (a finite interval) and not a second behind the rank's latest record (last_step_t finite
+// implies first_t and latest_t finite: every finite t goes through clock() first).
+// kBeat: rank i may have one heartbeat before its row, at beat[i] (NaN: none), of a training phase and
+// outside a pause window (the caller's test); then ok[i] also needs it quiet (RankClocks::quiet_beat, with
+// kMinStallS) and the row is judged after it.
+// Branch-free over 64-bit columns, out of line, so that GCC vectorises it (docs/DESIGN.md §2 "Passes over
+// blocks").
+template <bool kBeat>
+__attribute__((noinline)) size_t plain_rows_ok(size_t n, const double* __restrict t, const int64_t* __restrict step,
+                                               const int64_t* __restrict since, const int64_t* __restrict last,
+                                               const double* __restrict last_t, const double* __restrict latest,
+                                               const double* __restrict beat,
+                                               const double* __restrict last_hb, uint64_t* __restrict ok) {
+  uint64_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double lat = latest[i];
+    uint64_t good = 1;
+    if constexpr (kBeat) {
+      const double bt = beat[i], gap = bt - last_hb[i];
+      uint64_t quiet = gap > 0;
+      quiet &= gap <= RankClocks::kDeadGap;
+      quiet &= bt >= lat - 1.0;
+      quiet &= bt <= last_t[i] + kMinStallS;
+      good = quiet | (bt != bt);
+      lat = lat < bt ? bt : lat;  // (a NaN beat: unchanged)
+    }
+    const double iv = t[i] - last_t[i];  // > 0 exactly when t[i] > last_t[i] (gradual underflow)
+    good &= since[i] > 0;
+    good &= iv > 0;
+    good &= iv < std::numeric_limits<double>::infinity();
+    good &= t[i] >= lat - 1.0;
+    good &= step[i] != last[i];
+    if constexpr (!kBeat) ok[i] = good;  // (plain_block needs only the count)
+    count += good;
+  }
+  return count;
+}
+
+// What RankClocks::plain_step leaves for rows [0, n) of a block in lockstep, every one of them plain
+// (plain_rows_ok): the step and its t, the stale run restarted at it (kFresh; opt_step from opt where
+// flags has kOptStep), the step record count, the pause and end-of-stream marks cleared (a step opens the stream
+// again), latest_t; the interval t - last_t into iv[i] (the step ring's slot when every rank is at the same
+// one, else a scratch column) and a push counted. kBeat: first what quiet_beat leaves of rank i's heartbeat
+// at beat[i] (NaN: none) in last_hb and latest, its phase history's count `beats` moved on (the caller
+// has written the slot; its spacing: RankClocks::settle_hb), and the gate's positions `pos` moved to the
+// beat and the row (else the caller moves them). Branch-free, out of line: it
+// vectorises.
+template <bool kBeat>
+__attribute__((noinline)) void plain_rows(size_t n, const double* __restrict t, const int64_t* __restrict step,
+                                          const uint64_t* __restrict flags, const int64_t* __restrict opt,
+                                          const double* __restrict beat, double* __restrict last_hb,
+                                          double* __restrict last_t, double* __restrict latest,
+                                          int64_t* __restrict last, int64_t* __restrict prev_opt,
+                                          int64_t* __restrict since, uint64_t* __restrict bits,
+                                          int64_t* __restrict pushes, double* __restrict iv,
+                                          double* __restrict pos, int64_t* __restrict beats) {
+  constexpr uint64_t clears = RankClocks::kStepClears | RankClocks::kHasOpt0,
+                     opts = RankClocks::kHasOpt0 | RankClocks::kHasPrevOpt;
+  for (size_t i = 0; i < n; ++i) {
+    const double ti = t[i];
+    double lat = latest[i];
+    if constexpr (kBeat) {
+      const double bt = beat[i];
+      last_hb[i] = bt == bt ? bt : last_hb[i];
+      lat = lat < bt ? bt : lat;
+      double p = pos[i];
+      p = p < bt ? bt : p;
+      pos[i] = p < ti ? ti : p;
+      beats[i] += bt == bt;
+    }
+    const uint64_t has = 0 - (flags[i] & StepBlock::kOptStep);  // all ones where opt_step is logged
+    iv[i] = ti - last_t[i];
+    last_t[i] = ti;
+    last[i] = step[i];
+    prev_opt[i] = static_cast<int64_t>((static_cast<uint64_t>(opt[i]) & has) | (static_cast<uint64_t>(prev_opt[i]) & ~has));
+    bits[i] = (bits[i] & ~clears) | (has & opts) | RankClocks::kFresh;  // the stale run: kFresh
+    ++since[i];
+    ++pushes[i];
+    latest[i] = lat < ti ? ti : lat;
+  }
+}
+
 class RunNotAlive final : public BlockDetector {
  public:
-  explicit RunNotAlive(const DetectorConfig& c) : gate_(c.world_size, /*exact_positions=*/false), world_(c.world_size) {}
+  explicit RunNotAlive(const DetectorConfig& c)
+      : clocks_(c.world_size), gate_(c.world_size, /*exact_positions=*/false) {}
   const char* cause() const override { return "run_not_alive"; }
 
   // Events and eval records, one at a time.
@@ -106,74 +194,78 @@ class RunNotAlive final : public BlockDetector {
     if (r.rank < 0) return;
     any_records_ = true;
     gate_.see(r.rank);
-    RankClock& s = ranks_[r.rank];
+    clocks_.see(r.rank);
+    RankClocks& c = clocks_;
+    const int k = r.rank;
     const bool has_t = finite(r.t);
     if (r.kind == RecordKind::event && r.name == event::stopped) {  // the launcher's word, not the rank's
       if (has_t) {
-        silence_check(r.rank, s, r.t);
-        gate_.advance(r.rank, r.t);
+        silence_check(k, r.t);
+        gate_.advance(k, r.t);
       }
-      s.ended = s.stopped = true;
+      c.set(k, RankClocks::kEnded | RankClocks::kStopped, true);
       if (gate_.poll()) commit(std::nan(""));
       return;
     }
-    s.stopped = false;
+    c.set(k, RankClocks::kStopped, false);
     // A stream ends with its end event; stray heartbeats of the exiting process do not reopen it, a
     // step or a new process's start does.
-    s.ended = stream_ended_after(s.ended, r);
-    s.silence_offered = false;
+    c.set(k, RankClocks::kEnded, stream_ended_after(c.has(k, RankClocks::kEnded), r));
+    c.set(k, RankClocks::kSilenceOffered, false);
     if (has_t) {
       any_t_ = true;
-      s.clock(r.t);
+      c.clock(k, r.t);
     }
+    const size_t i = static_cast<size_t>(k);
     if (r.kind == RecordKind::event) {
-      const double t = has_t ? r.t : s.latest_t;
-      s.on_event(r, t);
+      const double t = has_t ? r.t : c.latest_t[i];
+      c.on_event(k, r, t);
       // a hang's words first: a watchdog timeout that then aborts the process (SIGABRT) was a hang
       if (r.name == event::error && mentions_hang(r.detail))
-        offer(r.rank, t, finding(s, t, 0.8, fmt::format("error on rank {} after step {}: {}", r.rank, s.last_step,
-                                                        r.detail)),
+        offer(k, t, finding(k, t, 0.8, fmt::format("error on rank {} after step {}: {}", k, c.last_step[i], r.detail)),
               Kind::error);
       else if (r.name == event::error && mentions_death(r.detail)) {
         // Ended long after its last step (no step for 10 median steps and a minute): it hung, then was
         // killed; else it died while stepping: a crash.
-        const double gap = finite(s.last_step_t) && finite(t) ? t - s.last_step_t : 0;
-        const double median = s.step_iv.size() ? s.step_iv.median() : 0;
+        const double gap = finite(c.last_step_t[i]) && finite(t) ? t - c.last_step_t[i] : 0;
+        const double median = c.step_ivs(k) ? c.step_iv_median(k) : 0;
         const bool hung = gap > std::max(60.0, 10 * median);
-        offer(r.rank, t,
-              finding(s, t, 0.8,
+        offer(k, t,
+              finding(k, t, 0.8,
                       hung ? fmt::format("no step for {} after step {}, then the run was ended: {}", secs(gap),
-                                         s.last_step, r.detail)
-                           : fmt::format("the run died (a crash, not a hang) after step {}: {}", s.last_step, r.detail)),
+                                         c.last_step[i], r.detail)
+                           : fmt::format("the run died (a crash, not a hang) after step {}: {}", c.last_step[i],
+                                         r.detail)),
               Kind::error);
       }
     } else if (has_t) {
-      s.pause_t = r.t;  // an eval record: eval is running
+      c.pause_t[i] = r.t;  // an eval record: eval is running
     }
     if (has_t) {
-      s.latest_t = later(s.latest_t, r.t);
-      gate_.advance(r.rank, r.t);
+      c.latest_t[i] = later(c.latest_t[i], r.t);
+      gate_.advance(k, r.t);
     }
     if (gate_.poll()) commit(std::nan(""));
   }
 
   // A block in stream order: each heartbeat run before the row it precedes, then the row.
   // A block in lockstep (rank i on row i, finite t): its ranks are made known to the gate and the
-  // per-rank table once, and each row takes the same steps without those checks (lockstep_row).
+  // per-rank columns once, and each row takes the same steps without those checks (lockstep_row).
   void observe_block(const StepBlock& b) override {
     const size_t n = b.rows(), nb = b.beats.size();
     if (b.lockstep) {
       any_records_ = any_t_ = true;
       gate_.see_all(static_cast<int>(n));
-      ranks_.present_upto(static_cast<int>(n));
+      clocks_.present_upto(static_cast<int>(n));
     }
-    // In lockstep with no candidate pending, the plain rows and quiet heartbeats up to the first record
-    // that may offer a candidate go through plain_prefix(): they cannot offer one, so the rows' positions
-    // are moved in one pass afterwards (positions only grow, and a poll needs a candidate: the same
-    // commits; docs/DESIGN.md §2 "Passes over blocks"); the rest of the block, from that record on,
+    // In lockstep with no candidate pending, the plain rows and quiet heartbeat runs before the first
+    // record that may offer a candidate go through plain_prefix(): they cannot offer one, so the rows'
+    // positions are moved in one pass afterwards (positions only grow, and a poll needs a candidate: the
+    // same commits; docs/DESIGN.md §2 "Passes over blocks"); the rest of the block, from that record on,
     // record by record.
     size_t i0 = 0, j = 0;
     if (b.lockstep && !gate_.has_candidate()) {
+      if (plain_block(b)) return;
       std::tie(i0, j) = plain_prefix(b);
       gate_.advance_rows(b.t.data(), 0, i0);
     }
@@ -186,48 +278,137 @@ class RunNotAlive final : public BlockDetector {
     }
   }
 
-  // The records of a block in lockstep in stream order while each is a plain row (RankClock::plain_step)
-  // or a quiet heartbeat (quiet_beat) of a rank in the block; returns (i, j): rows [0, i) and heartbeat
-  // runs [0, j) taken. The rows do not move their gate positions (the caller does).
+  // The records of a block in lockstep, in stream order, up to the first that is not a plain row
+  // (plain_rows_ok) or a quiet heartbeat run (RankClocks::quiet_run) of a rank of the block before its
+  // row; returns (i, j): rows [0, i) and heartbeat runs [0, j) taken. The rows are judged in one pass
+  // first, then the runs in order (a run changes only its own rank's state, and of what a row is judged
+  // by only latest_t: a row whose rank's run moved latest_t past it ends the prefix there), then the rows
+  // taken are written in one pass. The rows do not move their gate positions (the caller does).
   std::pair<size_t, size_t> plain_prefix(const StepBlock& b) {
     const size_t n = b.rows(), nb = b.beats.size();
-    const StepBlock::Beats* runs = b.beats.data();
     const double* t = b.t.data();
-    const int64_t *step = b.step.data(), *opt = b.opt_step.data();
-    const uint64_t* flags = b.flags.data();
-    RankClock* clocks = n ? &ranks_.unchecked(0) : nullptr;  // (lockstep: ranks 0..n-1 are present)
-    size_t i = 0, j = 0;
-    for (;;) {
-      const size_t until = j < nb ? std::min<size_t>(runs[j].row, n) : n;
-      for (; i < until; ++i) {
-        RankClock& s = clocks[i];
-        if (!s.plain_step(t[i], step[i], flags[i] & StepBlock::kOptStep, opt[i])) return {i, j};
-        s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
-      }
-      if (j == nb) return {i, j};
+    RankClocks& c = clocks_;
+    ok_.resize(n);
+    size_t bound = n;  // rows [0, bound) are plain
+    if (plain_rows_ok<false>(n, t, b.step.data(), c.since_start.data(), c.last_step.data(), c.last_step_t.data(),
+                             c.latest_t.data(), nullptr, nullptr, ok_.data()) != n)
+      bound = static_cast<size_t>(std::find(ok_.begin(), ok_.end(), uint64_t{0}) - ok_.begin());
+    // The runs: a run of one beat (the usual) is RankClocks::quiet_beat written out over the columns'
+    // pointers, held in registers; a longer one goes to quiet_run.
+    const StepBlock::Beats* runs = b.beats.data();
+    double* __restrict last_hb = c.last_hb_t.data();
+    double* __restrict latest = c.latest_t.data();
+    const double* __restrict last_t = c.last_step_t.data();
+    uint64_t* __restrict bits = c.bits.data();
+    const RankClocks::PhaseRing ph = c.phase_ring();
+    size_t j = 0;
+    for (; j < nb; ++j) {
       const StepBlock::Beats& run = runs[j];
-      if (!(run.n == 1 && run.phase < kOtherPhase && static_cast<size_t>(run.rank) < n &&
-            clocks[run.rank].quiet_beat(run.t0, run.phase, kMinStallS)))
-        return {i, j};
-      any_hb_ = true;
-      gate_.advance_seen(run.rank, run.t0);
-      ++j;
+      const size_t k = static_cast<size_t>(run.rank);  // (a negative rank: beyond n)
+      if (run.row > bound || !(run.row <= k && k < n) || !training_phase(run.phase)) break;
+      double t_last = run.t0;
+      if (run.n == 1) {
+        const double gap = t_last - last_hb[k];
+        bool quiet = gap > 0;
+        quiet &= gap <= RankClocks::kDeadGap;
+        quiet &= t_last >= latest[k] - 1.0;
+        quiet &= t_last <= last_t[k] + kMinStallS;
+        quiet &= !(bits[k] & RankClocks::kWindow);
+        if (!quiet) break;
+        bits[k] &= ~(RankClocks::kStopped | RankClocks::kSilenceOffered);
+        last_hb[k] = t_last;
+        latest[k] = latest[k] < t_last ? t_last : latest[k];
+        const size_t slot = k * ph.slots + (static_cast<size_t>(ph.count[k]++) & (ph.slots - 1));
+        ph.t[slot] = t_last;
+        ph.id[slot] = run.phase;
+      } else if (!c.quiet_run(run.rank, run.t0, run.dt, run.n, run.phase, kMinStallS, &t_last)) {
+        break;
+      }
+      gate_.advance_seen(run.rank, t_last);
+      if (k < bound && !(t[k] >= latest[k] - 1.0)) bound = k;
     }
+    any_hb_ = any_hb_ || j > 0;
+    const size_t rows = j < nb ? std::min<size_t>(bound, b.beats[j].row) : bound;
+    take_rows<false>(b, rows, nullptr);
+    return {rows, j};
+  }
+
+  // Rows [0, rows) of a block in lockstep, every one plain (plain_rows_ok<kBeat> said so), written
+  // (plain_rows<kBeat>, with `beat`), their step intervals in the step ring: one contiguous slot when every
+  // one of them has pushed as many (RankClocks::steps_aligned).
+  template <bool kBeat>
+  void take_rows(const StepBlock& b, size_t rows, const double* beat) {
+    if (rows == 0) return;
+    RankClocks& c = clocks_;
+    const bool uniform = c.steps_aligned(rows);
+    const size_t stride = c.ring_stride(), slot = static_cast<size_t>(c.step_pushes[0]) & (RankClocks::kStepRing - 1);
+    std::vector<double>& scratch = c.scratch();
+    if (!uniform) scratch.resize(rows);
+    double* iv = uniform ? c.step_ring() + slot * stride : scratch.data();
+    plain_rows<kBeat>(rows, b.t.data(), b.step.data(), b.flags.data(), b.opt_step.data(), beat, c.last_hb_t.data(),
+                      c.last_step_t.data(), c.latest_t.data(), c.last_step.data(), c.prev_opt.data(),
+                      c.since_start.data(), c.bits.data(), c.step_pushes.data(), iv,
+                      kBeat ? gate_.positions() : nullptr, kBeat ? c.phase_ring().count : nullptr);
+    if (!uniform) {  // each rank's own slot
+      double* ring = c.step_ring();
+      for (size_t i = 0; i < rows; ++i)
+        ring[(static_cast<size_t>(c.step_pushes[i] - 1) & (RankClocks::kStepRing - 1)) * stride + i] = iv[i];
+    }
+    c.pushed_upto(rows);
+  }
+
+  // The fleet simulator's usual block in lockstep, taken whole when every record is plain: at most one
+  // heartbeat per rank, a run of one beat just before its rank's row (row == rank), of a training phase.
+  // The beats are laid out as a column (beat_[i]: rank i's, NaN: none), so that the rows and the beats are
+  // judged in one branch-free pass (plain_rows_ok<true>) and written in another (plain_rows<true>); the
+  // beats' rings (spacing, phase history) in a pass over the runs. Returns false, having changed nothing,
+  // for any other block, or one with a record that is not plain (plain_prefix takes it).
+  bool plain_block(const StepBlock& b) {
+    const size_t n = b.rows(), nb = b.beats.size();
+    const StepBlock::Beats* runs = b.beats.data();
+    RankClocks& c = clocks_;
+    beat_.assign(n, std::numeric_limits<double>::quiet_NaN());
+    double* beat = beat_.data();
+    const uint64_t* bits = c.bits.data();
+    const RankClocks::PhaseRing ph = c.phase_ring();
+    size_t next = 0;  // the least rank the next run may have (one per rank, in rank order)
+    for (size_t j = 0; j < nb; ++j) {
+      const StepBlock::Beats& run = runs[j];
+      const size_t k = static_cast<size_t>(run.rank);  // (a negative rank: beyond n)
+      bool fits = run.n == 1;
+      fits &= run.row == k;
+      fits &= k < n;
+      fits &= k >= next;
+      fits &= training_phase(run.phase);
+      if (!fits || (bits[k] & RankClocks::kWindow)) return false;
+      // (a beat without a t changes nothing a plain row leaves, so NaN, "no beat", says the same; an
+      // infinite one is not quiet: plain_rows_ok says no)
+      beat[k] = run.t0;
+      next = k + 1;
+      // into the phase history's next slot, which holds none of the history: counted only once taken
+      const size_t slot = k * ph.slots + (static_cast<size_t>(ph.count[k]) & (ph.slots - 1));
+      ph.t[slot] = run.t0;
+      ph.id[slot] = run.phase;
+    }
+    if (plain_rows_ok<true>(n, b.t.data(), b.step.data(), c.since_start.data(), c.last_step.data(),
+                            c.last_step_t.data(), c.latest_t.data(), beat, c.last_hb_t.data(), nullptr) != n)
+      return false;
+    take_rows<true>(b, n, beat);  // (the gate's positions, the beats' phase history counts)
+    any_hb_ = any_hb_ || nb > 0;
+    return true;
   }
 
   // step_row() for row i of a block in lockstep: rank i, already known, with a finite t.
   void lockstep_row(const StepBlock& b, size_t i) {
     const int r = static_cast<int>(i);
-    RankClock& s = ranks_.unchecked(r);
     const double t = b.t[i];
-    s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
     const bool has_opt = b.flags[i] & StepBlock::kOptStep;
-    if (!s.plain_step(t, b.step[i], has_opt, b.opt_step[i])) {
-      s.clock(t);
-      if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
-        offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
-      s.latest_t = later(s.latest_t, t);
-    }
+    clocks_.set(r, RankClocks::kStopped | RankClocks::kEnded | RankClocks::kSilenceOffered,
+                false);  // a step opens the stream again
+    clocks_.clock(r, t);
+    if (clocks_.on_step(r, t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
+      offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt);
+    clocks_.latest_t[i] = later(clocks_.latest_t[i], t);
     gate_.advance_seen(r, t);
     if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
   }
@@ -237,52 +418,53 @@ class RunNotAlive final : public BlockDetector {
     if (r < 0) return;
     any_records_ = true;
     gate_.see(r);
-    RankClock& s = ranks_[r];
+    clocks_.see(r);
     const double t = b.t[i];
     const bool has_t = finite(t);
-    s.stopped = s.ended = s.silence_offered = false;  // a step opens the stream again
+    clocks_.set(r, RankClocks::kStopped | RankClocks::kEnded | RankClocks::kSilenceOffered,
+                false);  // a step opens the stream again
     if (has_t) {
       any_t_ = true;
-      s.clock(t);
+      clocks_.clock(r, t);
     }
     const bool has_opt = b.flags[i] & StepBlock::kOptStep;
-    if (s.on_step(t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
-      offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt, s);
+    if (clocks_.on_step(r, t, b.step[i], has_opt, b.opt_step[i]) == kStaleRepeats)
+      offer_stale(r, t, has_opt ? std::optional<int64_t>(b.opt_step[i]) : std::nullopt);
     if (has_t) {
-      s.latest_t = later(s.latest_t, t);
+      clocks_.latest_t[static_cast<size_t>(r)] = later(clocks_.latest_t[static_cast<size_t>(r)], t);
       gate_.advance(r, t);
     }
     if (gate_.poll()) commit(std::nan(""));
   }
 
   // A run of one rank's heartbeats, beat by beat (t0, t0 + dt, ...: block.h). `known`: the rank is
-  // already known to the gate and the per-rank table (a block in lockstep that has its row).
+  // already known to the gate and the per-rank columns (a block in lockstep that has its row).
   void beats(const StepBlock& b, const StepBlock::Beats& run, bool known) {
     const int r = run.rank;
     if (r < 0) return;
     any_records_ = true;
     any_hb_ = true;
-    if (!known) gate_.see(r);
-    RankClock& s = known ? ranks_.unchecked(r) : ranks_[r];
-    if (s.phase_t.empty()) s.set_phase_history(RankClock::phase_history(world_));
+    if (!known) gate_.see(r), clocks_.see(r);
+    RankClocks& c = clocks_;
+    const size_t i = static_cast<size_t>(r);
     const uint8_t phase = run.phase < kOtherPhase ? run.phase : intern(b.phase_name(run.phase));
     double t = run.t0;
     for (int k = 0; k < run.n; ++k, t += run.dt) {
-      if (s.quiet_beat(t, phase, kMinStallS)) {  // (maybe_late: no deadline is shorter than kMinStallS)
+      if (c.quiet_beat(r, t, phase, kMinStallS)) {  // (maybe_late: no deadline is shorter than kMinStallS)
         any_t_ = true;
         gate_.advance_seen(r, t);
         if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
         continue;
       }
-      s.stopped = s.silence_offered = false;  // a stray heartbeat does not reopen an ended stream
+      c.set(r, RankClocks::kStopped | RankClocks::kSilenceOffered, false);  // a stray heartbeat does not reopen an ended stream
       if (!finite(t)) {
         if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
         continue;
       }
       any_t_ = true;
-      s.clock(t);
-      if (s.on_heartbeat(t, phase) && maybe_late(t, s)) check_deadline(r, t, s, phase);
-      s.latest_t = later(s.latest_t, t);
+      c.clock(r, t);
+      if (c.on_heartbeat(r, t, phase) && maybe_late(t, r)) check_deadline(r, t, phase);
+      c.latest_t[i] = later(c.latest_t[i], t);
       gate_.advance_seen(r, t);
       if (gate_.has_candidate() && gate_.poll()) commit(std::nan(""));
     }
@@ -290,15 +472,15 @@ class RunNotAlive final : public BlockDetector {
 
   void advance(double now) override {
     if (final_ || !finite(now)) return;
-    ranks_.for_each([&](int rank, RankClock& s) {
-      silence_check(rank, s, now);
+    clocks_.for_each([&](int rank) {
+      silence_check(rank, now);
       gate_.advance(rank, now - kVisibleLatencyS);
     });
     if (gate_.poll()) commit(now);
   }
 
   void finish(double t_end) override {
-    if (!final_ && finite(t_end)) ranks_.for_each([&](int rank, RankClock& s) { silence_check(rank, s, t_end); });
+    if (!final_ && finite(t_end)) clocks_.for_each([&](int rank) { silence_check(rank, t_end); });
     // a pending candidate; the end of the stream itself is no hang
     if (gate_.flush()) commit(t_end);
   }
@@ -315,12 +497,14 @@ class RunNotAlive final : public BlockDetector {
     if (!any_hb_ && !any_t_)
       return {cause(), CheckState::cannot_run,
               "missing heartbeats and t: log a wall-clock heartbeat from a watchdog thread"};
-    for (const auto& [rank, s] : ranks_) {
-      if (!s.step_records) continue;
-      std::string d = fmt::format("steps advancing: rank {} last step {}", rank, s.last_step);
-      if (finite(s.last_step_t)) d += " at t=" + secs(s.last_step_t);
-      if (s.step_iv.size()) d += fmt::format(" (median step {})", secs(s.step_iv.median()));
-      d += any_hb_ ? "; heartbeats every " + secs(s.heartbeat_interval())
+    const RankClocks& c = clocks_;
+    for (int rank = 0; static_cast<size_t>(rank) < c.size(); ++rank) {
+      const size_t i = static_cast<size_t>(rank);
+      if (!c.present(rank) || !c.records(rank)) continue;
+      std::string d = fmt::format("steps advancing: rank {} last step {}", rank, c.last_step[i]);
+      if (finite(c.last_step_t[i])) d += " at t=" + secs(c.last_step_t[i]);
+      if (c.step_ivs(rank)) d += fmt::format(" (median step {})", secs(c.step_iv_median(rank)));
+      d += any_hb_ ? "; heartbeats every " + secs(c.heartbeat_interval(rank))
                    : "; no heartbeats, so only stale logging was checked (log a watchdog heartbeat)";
       return {cause(), CheckState::pass, d};
     }
@@ -328,18 +512,18 @@ class RunNotAlive final : public BlockDetector {
   }
 
  private:
-  Finding finding(const RankClock& s, double t, double confidence, std::string evidence) const {
+  Finding finding(int rank, double t, double confidence, std::string evidence) const {
     Finding f;
     f.cause = cause();
-    f.onset_step = s.last_step + 1;
-    f.detected_step = s.last_step + 1;  // the stalled step (the one the watchdog's heartbeat names)
+    const int64_t last = clocks_.last_step[static_cast<size_t>(rank)];
+    f.onset_step = last + 1;
+    f.detected_step = last + 1;  // the stalled step (the one the watchdog's heartbeat names)
     f.detected_t = t;
     f.confidence = confidence;
     f.evidence.push_back(std::move(evidence));
     return f;
   }
 
-  // hang: a heartbeat later than the rank's step deadline.
   // A phase's id: one of the watchdog's, or another name remembered once for this detector.
   uint8_t intern(std::string_view p) {
     const uint8_t k = known_phase(p);
@@ -354,71 +538,83 @@ class RunNotAlive final : public BlockDetector {
     return id < kOtherPhase ? kPhaseNames[id] : other_phases_[static_cast<size_t>(id - kOtherPhase)];
   }
 
-  static_assert(kMinStallS <= kFallbackBound && kMinStallS <= kFirstStepAllowanceS, "RankClock::quiet_beat's bound");
+  // hang: a heartbeat later than the rank's step deadline.
+  static_assert(kMinStallS <= kFallbackBound && kMinStallS <= kFirstStepAllowanceS, "RankClocks::quiet_beat's bound");
   // Fast path: the bound below is at least this (a median is >= the minimum), so an earlier heartbeat
   // cannot be late; the medians are computed only for heartbeats past it.
-  static bool maybe_late(double t, const RankClock& s) {
-    if (s.stall_reported) return false;
-    const bool first = s.since_start == 0;  // no step yet since the (re)start
-    const bool warm = s.step_iv.size() >= kMinIntervals && !first;
-    const double lower = first  ? kFirstStepAllowanceS
-                         : warm ? std::max(kMinStallS, kSlackSteps * s.step_iv.min() +
-                                                           (s.hb_iv.size() ? s.hb_iv.min() : s.kDefaultHeartbeat))
-                                : kFallbackBound;
-    return t > s.reference() + lower;
+  bool maybe_late(double t, int r) const {
+    const RankClocks& c = clocks_;
+    const size_t i = static_cast<size_t>(r);
+    if (c.has(r, RankClocks::kStallReported)) return false;
+    const bool first = c.since_start[i] == 0;  // no step yet since the (re)start
+    const bool warm = c.step_ivs(r) >= kMinIntervals && !first;
+    const double lower =
+        first  ? kFirstStepAllowanceS
+        : warm ? std::max(kMinStallS, kSlackSteps * c.step_iv_min(r) +
+                                          (c.hb_ivs(r) ? c.hb_iv_min(r) : RankClocks::kDefaultHeartbeat))
+               : kFallbackBound;
+    return t > c.reference(r) + lower;
   }
-  void check_deadline(int rank, double t, RankClock& s, uint8_t phase) {
-    if (!maybe_late(t, s)) return;
-    const double ref = s.reference();
-    const bool first = s.since_start == 0;
-    const bool warm = s.step_iv.size() >= kMinIntervals && !first;
-    const double med = s.step_iv.median();
+  void check_deadline(int rank, double t, uint8_t phase) {
+    if (!maybe_late(t, rank)) return;
+    RankClocks& c = clocks_;
+    const size_t i = static_cast<size_t>(rank);
+    const double ref = c.reference(rank);
+    const bool first = c.since_start[i] == 0;
+    const bool warm = c.step_ivs(rank) >= kMinIntervals && !first;
+    const double med = c.step_iv_median(rank);
     // Before the median: the longest step this rank has shown, its first (from the start) included.
-    double longest = finite(s.first_step_s) ? s.first_step_s : 0;
-    if (s.step_iv.size()) longest = std::max(longest, s.step_iv.max());
-    const double warming = std::max(kFallbackBound, kSlackSteps * longest + s.heartbeat_interval());
+    double longest = finite(c.first_step_s[i]) ? c.first_step_s[i] : 0;
+    if (c.step_ivs(rank)) longest = std::max(longest, c.step_iv_max(rank));
+    const double warming = std::max(kFallbackBound, kSlackSteps * longest + c.heartbeat_interval(rank));
     const double by_steps = first ? kFirstStepAllowanceS
-                            : warm ? std::max(kMinStallS, kSlackSteps * med + s.heartbeat_interval())
+                            : warm ? std::max(kMinStallS, kSlackSteps * med + c.heartbeat_interval(rank))
                                    : warming;
     // Without a phase a pause cannot be told from a hang: never less than the start-up bound.
     const double bound = std::max(by_steps, training_phase(phase) ? 0.0 : kFallbackBound);
     if (!(t > ref + bound)) return;
-    s.stall_reported = true;
-    const double since = t - (finite(s.last_step_t) ? s.last_step_t : ref);
-    std::string line = s.step_records ? fmt::format("no step for {} after step {}", secs(since), s.last_step)
-                                      : fmt::format("no step for {} since start", secs(since));
+    c.set(rank, RankClocks::kStallReported, true);
+    const double since = t - (finite(c.last_step_t[i]) ? c.last_step_t[i] : ref);
+    std::string line = c.records(rank) ? fmt::format("no step for {} after step {}", secs(since), c.last_step[i])
+                                         : fmt::format("no step for {} since start", secs(since));
     line += first  ? fmt::format(" (a first step's allowance {})", secs(kFirstStepAllowanceS))
             : warm ? fmt::format(" (median step {})", secs(med))
                    : fmt::format(" (3 x the longest step so far, {}, and a heartbeat)", secs(longest));
-    offer(rank, t, finding(s, t, 0.9, line), Kind::hang);
+    offer(rank, t, finding(rank, t, 0.9, line), Kind::hang);
   }
 
   // silence: nothing from a beating rank for the bound, at the stream's clock `now`.
-  static double silence_bound(const RankClock& s) {
-    return std::max(kSilentBeats * s.heartbeat_interval(), kMinSilenceS);
+  double silence_bound(int rank) const {
+    return std::max(kSilentBeats * clocks_.heartbeat_interval(rank), kMinSilenceS);
   }
-  void silence_check(int rank, RankClock& s, double now) {
-    if (s.ended || s.silence_offered || !s.beats() || !finite(s.latest_t)) return;
-    const double bound = silence_bound(s);
-    if (!(now - s.latest_t > bound)) return;
-    s.silence_offered = true;
-    const double t = s.latest_t + bound;
+  void silence_check(int rank, double now) {
+    RankClocks& c = clocks_;
+    const double latest = c.latest_t[static_cast<size_t>(rank)];
+    if (c.has(rank, RankClocks::kEnded | RankClocks::kSilenceOffered) || !c.beating(rank) || !finite(latest)) return;
+    const double bound = silence_bound(rank);
+    if (!(now - latest > bound)) return;
+    c.set(rank, RankClocks::kSilenceOffered, true);
+    const double t = latest + bound;
     offer(rank, t,
-          finding(s, t, 0.9,
+          finding(rank, t, 0.9,
                   fmt::format("rank {} wrote nothing for {} after t={} (heartbeats every {}): the process is stopped "
                               "(SIGSTOP, a paused host) or cannot write",
-                              rank, secs(now - s.latest_t), secs(s.latest_t), secs(s.heartbeat_interval()))),
+                              rank, secs(now - latest), secs(latest), secs(c.heartbeat_interval(rank)))),
           Kind::silent);
   }
 
   // stale logging: the logged step is frozen, so the detected step is the estimated true one.
-  void offer_stale(int rank, double t, std::optional<int64_t> opt, const RankClock& s) {
-    std::string line = fmt::format("step {} logged {} times in a row by rank {}", s.stale_step, kStaleRepeats, rank);
-    if (finite(s.stale_t0) && finite(t)) line += fmt::format(" over {} of wall clock", secs(t - s.stale_t0));
-    if (s.opt0 && opt) line += fmt::format(" while opt_step advanced {} -> {}", *s.opt0, *opt);
-    Finding f = finding(s, t, 0.85, line + ": the logged step/loss are stale");
-    f.onset_step = s.stale_step + 1;
-    f.detected_step = s.stale_step + (kStaleRepeats - 1);
+  void offer_stale(int rank, double t, std::optional<int64_t> opt) {
+    const RankClocks& c = clocks_;
+    const size_t i = static_cast<size_t>(rank);
+    const int64_t stuck = c.last_step[i];
+    std::string line = fmt::format("step {} logged {} times in a row by rank {}", stuck, kStaleRepeats, rank);
+    if (finite(c.stale_t0[i]) && finite(t)) line += fmt::format(" over {} of wall clock", secs(t - c.stale_t0[i]));
+    if (c.has(rank, RankClocks::kHasOpt0) && opt)
+      line += fmt::format(" while opt_step advanced {} -> {}", c.opt0[i], *opt);
+    Finding f = finding(rank, t, 0.85, line + ": the logged step/loss are stale");
+    f.onset_step = stuck + 1;
+    f.detected_step = stuck + (kStaleRepeats - 1);
     offer(rank, t, std::move(f), Kind::stale);
   }
 
@@ -456,16 +652,18 @@ class RunNotAlive final : public BlockDetector {
     // Record-driven commits judge at the detection itself, so that the evidence does not depend on how
     // far the other ranks' records have been read; the launcher's clock and the end of the run are facts.
     const double now = finite(clock) ? clock : at;
-    for (const auto& [rank, s] : ranks_) {
+    const RankClocks& c = clocks_;
+    c.for_each([&](int rank) {
       // silent: nothing since before the detection, and nothing for two heartbeats by now
-      if ((!s.ended || s.stopped) && s.beats() && finite(s.latest_t) && s.latest_t < at &&
-          now - s.latest_t > kSilentNamedBeats * s.heartbeat_interval()) {
-        silent.emplace_back(rank, s.latest_t);
-        continue;
+      const double latest = c.latest_t[static_cast<size_t>(rank)];
+      if ((!c.has(rank, RankClocks::kEnded) || c.has(rank, RankClocks::kStopped)) && c.beating(rank) &&
+          finite(latest) && latest < at && now - latest > kSilentNamedBeats * c.heartbeat_interval(rank)) {
+        silent.emplace_back(rank, latest);
+        return;
       }
       ++beating;
-      if (auto ph = s.phase_at(at)) by_phase[*ph == kPhaseNone ? "?" : phase_name(*ph)].push_back(rank);
-    }
+      if (auto ph = c.phase_at(rank, at)) by_phase[*ph == kPhaseNone ? "?" : phase_name(*ph)].push_back(rank);
+    });
     std::vector<std::pair<std::string, std::vector<int>>> groups(by_phase.begin(), by_phase.end());
     std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
       return a.second.size() != b.second.size() ? a.second.size() < b.second.size() : a.second[0] < b.second[0];
@@ -488,12 +686,13 @@ class RunNotAlive final : public BlockDetector {
     if (!line.empty()) final_->evidence.front() += "; " + line;
   }
 
-  PerRank<RankClock> ranks_;
+  RankClocks clocks_;  // per-rank state, by rank (detectors/rank_clock.h)
   RankGate gate_;
   Kind kind_ = Kind::hang;
   std::optional<Finding> final_;
   bool any_records_ = false, any_t_ = false, any_hb_ = false;
-  int world_;
+  std::vector<uint64_t> ok_;  // plain_prefix's scratch: 1 where a row is plain
+  std::vector<double> beat_;  // plain_block's scratch: rank i's heartbeat before its row (NaN: none)
   std::vector<std::string> other_phases_;  // phase names beyond the watchdog's, by id - kOtherPhase
 };
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "core/protocol.h"
+#include "detectors/run_not_alive.h"
+#include "detectors/util.h"
 #include "tests/detectors/stream.h"
 
 namespace flatline::testing {
@@ -375,6 +377,172 @@ TEST(RunNotAliveDetector, SameFindingWhateverTheInterleaving) {
       EXPECT_TRUE(same_finding(*ref, *f)) << static_cast<int>(o);
     }
   }
+}
+
+// --- blocks in lockstep: the per-rank columns (detectors/rank_clock.h) against the same records one by one
+
+// The fleet simulator's layout by hand: a step of `world` ranks is one block, each rank's heartbeats
+// (every kBeat s from its last, folded into runs by StepBlock::append) before its step row.
+struct Lockstep {
+  static constexpr double kBeat = 0.1, kStep = 0.3;
+  int world;
+  std::vector<std::vector<Record>> blocks;  // one per step, in stream order
+  std::vector<double> next_beat;            // per rank: the watchdog's next beat time
+  explicit Lockstep(int w) : world(w), next_beat(static_cast<size_t>(w), 0.05) {}
+  static Record beat(int rank, double t, const char* phase) {
+    Record r;
+    r.kind = RecordKind::heartbeat;
+    r.rank = rank;
+    r.t = t;
+    r.phase = phase;
+    return r;
+  }
+  // Rank r's beats before `until` (phase `phase`), onto `out`.
+  void beats(std::vector<Record>& out, int r, double until, const char* phase) {
+    double& t = next_beat[static_cast<size_t>(r)];
+    for (; t < until; t += kBeat) out.push_back(beat(r, t, phase));
+  }
+  // Step s at t0 + s x kStep: every rank of `stepping` beats and logs it; the others write nothing.
+  void step(int64_t s, const std::vector<int>& stepping) {
+    std::vector<Record> b;
+    const double t = 1.0 + static_cast<double>(s) * kStep;
+    for (int r : stepping) {
+      beats(b, r, t, "compute");
+      Record row;
+      row.kind = RecordKind::step;
+      row.rank = r;
+      row.step = s;
+      row.t = t + 0.001 * r;
+      row.opt_step = s;
+      b.push_back(row);
+    }
+    blocks.push_back(std::move(b));
+  }
+  // Heartbeats only until `until`, of the ranks in `beating` (phase `phase`): one run per rank.
+  void wait(double until, const std::vector<int>& beating, const char* phase) {
+    std::vector<Record> b;
+    for (int r : beating) beats(b, r, until, phase);
+    blocks.push_back(std::move(b));
+  }
+  // The detector fed block by block (observe_block) or record by record (observe), finished at t_end.
+  std::unique_ptr<Detector> run(bool as_blocks, double t_end) const {
+    DetectorConfig cfg;
+    cfg.world_size = world;
+    auto d = make_detector(kCause, cfg);
+    for (const auto& b : blocks) {
+      if (as_blocks) d->observe_block(b.data(), b.size());
+      else for (const auto& r : b) d->observe(r);
+    }
+    d->finish(t_end);
+    return d;
+  }
+};
+
+std::vector<int> ranks(int world, int except = -1) {
+  std::vector<int> out;
+  for (int r = 0; r < world; ++r)
+    if (r != except) out.push_back(r);
+  return out;
+}
+
+using detail::secs;
+
+TEST(RunNotAliveDetector, BlocksInLockstepFindAHangCrossedInsideAFoldedRunAndTheRankThatStoppedInOne) {
+  // 4 ranks step every 0.3 s with 3 heartbeats a step; at step 60 rank 2 stops in the middle of its run
+  // of heartbeats (two beats of three, then nothing); the others wait in the collective, their heartbeats
+  // folded into one run of 60 per rank: the 2 s deadline is crossed inside it, before rank 2's silence
+  // bound (2 s after its last beat). Rank 2 never passes the hang's t: it is committed at the end.
+  Lockstep f(4);
+  for (int64_t s = 1; s < 60; ++s) f.step(s, ranks(4));
+  const double last_step_t0 = f.blocks.back()[3].t;  // rank 0's step 59 (after its 3 beats)
+  ASSERT_EQ(f.blocks.back()[3].rank, 0);
+  std::vector<Record> cut;
+  f.beats(cut, 2, f.next_beat[2] + 1.5 * Lockstep::kBeat, "compute");  // rank 2: two beats of three, then nothing
+  ASSERT_EQ(cut.size(), 2u);
+  const double rank2_last = cut.back().t;
+  f.blocks.push_back(cut);
+  f.wait(1.0 + 60 * Lockstep::kStep + 6.0, ranks(4, 2), "collective");
+  // rank 0's heartbeat that crosses max(2 s, 3 x 0.3 s + 0.1 s) after its last step
+  double expect_t = std::nan("");
+  for (const Record& r : f.blocks.back())
+    if (r.rank == 0 && r.t > last_step_t0 + run_not_alive::kMinStallS) {
+      expect_t = r.t;
+      break;
+    }
+  ASSERT_TRUE(std::isfinite(expect_t));
+  const double t_end = 30.0;
+  auto by_record = f.run(false, t_end), by_block = f.run(true, t_end);
+  auto a = by_record->finding(), b = by_block->finding();
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(same_finding(*a, *b)) << a->evidence[0] << "\n" << b->evidence[0];
+  EXPECT_EQ(b->detected_step, 60);
+  EXPECT_EQ(b->rank, -1);
+  EXPECT_EQ(b->detected_t, expect_t);
+  EXPECT_NE(b->evidence[0].find("after step 59 (median step 0.30 s); heartbeats continue; ranks 0,1,3 phase=collective; "
+                                "rank 2 silent since t=" + secs(rank2_last)),
+            std::string::npos)
+      << b->evidence[0];
+  EXPECT_EQ(by_record->check().detail, by_block->check().detail);
+}
+
+TEST(RunNotAliveDetector, BlocksInLockstepJudgeARankThatRejoinsAsItsRecordsDo) {
+  // 3 ranks; rank 1's process is gone for 5 s (no heartbeat: gap > max(2 s, 4 intervals), a new process)
+  // while the others pause in a checkpoint; then every rank steps again, rank 1 re-emitting from step 35.
+  Lockstep f(3);
+  for (int64_t s = 1; s < 40; ++s) f.step(s, ranks(3));
+  const double pause_end = 1.0 + 40 * Lockstep::kStep + 5.0;
+  f.wait(pause_end, ranks(3, 1), "checkpoint");
+  f.next_beat[1] = pause_end - 0.05;
+  std::vector<Record> rejoin;
+  for (int64_t s = 35; s < 60; ++s) {
+    const int64_t others = s + 5;
+    std::vector<Record> b;
+    const double t = pause_end + static_cast<double>(s - 34) * Lockstep::kStep;
+    for (int r = 0; r < 3; ++r) {
+      f.beats(b, r, t, "compute");
+      Record row;
+      row.kind = RecordKind::step;
+      row.rank = r;
+      row.step = r == 1 ? s : others;
+      row.t = t + 0.001 * r;
+      b.push_back(row);
+    }
+    f.blocks.push_back(std::move(b));
+  }
+  const double t_end = pause_end + 26 * Lockstep::kStep;
+  auto by_record = f.run(false, t_end), by_block = f.run(true, t_end);
+  EXPECT_FALSE(by_record->finding());
+  EXPECT_FALSE(by_block->finding());
+  const CheckResult a = by_record->check(), b = by_block->check();
+  EXPECT_EQ(a.detail, b.detail);
+  EXPECT_EQ(b.state, CheckState::pass);
+  EXPECT_EQ(b.detail.rfind("steps advancing: rank 0 last step 64 at t=" + secs(pause_end + 25 * Lockstep::kStep) +
+                               " (median step 0.30 s); heartbeats every 0.10 s",
+                           0),
+            0u)
+      << b.detail;
+}
+
+TEST(RunNotAliveDetector, BlocksInLockstepFindStaleLoggingAsItsRecordsDo) {
+  // From step 30 rank 1 logs step 29 again while t and opt_step advance: the third such row fires.
+  Lockstep f(2);
+  for (int64_t s = 1; s < 40; ++s) {
+    f.step(s, ranks(2));
+    if (s >= 30) f.blocks.back().back().step = 29;
+  }
+  auto by_record = f.run(false, 20.0), by_block = f.run(true, 20.0);
+  auto a = by_record->finding(), b = by_block->finding();
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(same_finding(*a, *b)) << a->evidence[0] << "\n" << b->evidence[0];
+  EXPECT_EQ(b->onset_step, 30);
+  EXPECT_EQ(b->detected_step, 31);
+  EXPECT_EQ(b->detected_t, 1.0 + 31 * Lockstep::kStep + 0.001);
+  EXPECT_NE(b->evidence[0].find("step 29 logged 3 times in a row by rank 1 over 0.60 s of wall clock while opt_step "
+                                "advanced 29 -> 31"),
+            std::string::npos)
+      << b->evidence[0];
 }
 
 TEST(RunNotAliveDetector, OddDataDoesNotThrow) {
