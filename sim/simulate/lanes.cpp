@@ -4,6 +4,7 @@
 #include "sim/simulate/lanes.h"
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <immintrin.h>
@@ -143,7 +144,104 @@ __attribute__((target("avx2"))) void hashes_avx2(const int64_t* ids, int m, size
   }
 }
 
+// ---- the sampler's batch hashes (lanes.h sampler_batch_hashes): eight ranks a group, in 32-bit lanes
+
+// The ids of word k of eight ranks: y holds a p + b for each rank's position of word 0 (32-bit lanes), ak
+// = a k. Lane order 0, 4, 1, 5, 2, 6, 3, 7: the even 32-bit lanes (the ones _mm256_mul_epu32 reads) are
+// ranks 0..3 of the group, the odd ones 4..7.
+__attribute__((target("avx2"))) inline __m256i ids8(__m256i y, __m256i ak, __m256i mask, __m128i shift, __m256i c) {
+  __m256i x = _mm256_and_si256(_mm256_add_epi32(y, ak), mask);
+  x = _mm256_xor_si256(x, _mm256_srl_epi32(x, shift));
+  return _mm256_and_si256(_mm256_mullo_epi32(c, x), mask);
+}
+
+// XXH3_mul128_fold64(a, b) of 64-bit lanes whose high 32 bits are known constants: a = ah 2^32 + (the low
+// 32 bits of va's lane), b likewise; ah_b = ah, bh_a = bh in the low halves, hh = ah x bh. The schoolbook
+// 128-bit product (XXH_mult64to128's portable form) without its constant fourth product.
+__attribute__((target("avx2"))) inline __m256i fold_known_high(__m256i va, __m256i vb, __m256i ah, __m256i bh,
+                                                              __m256i hh) {
+  const __m256i m32 = _mm256_set1_epi64x(0xffffffffLL);
+  const __m256i ll = _mm256_mul_epu32(va, vb), lh = _mm256_mul_epu32(va, bh), hl = _mm256_mul_epu32(ah, vb);
+  const __m256i cross = _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(ll, 32), _mm256_and_si256(lh, m32)), hl);
+  const __m256i hi = _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(lh, 32), _mm256_srli_epi64(cross, 32)), hh);
+  const __m256i lo = _mm256_blend_epi32(ll, _mm256_slli_epi64(cross, 32), 0xaa);
+  return _mm256_xor_si256(lo, hi);
+}
+
+__attribute__((target("avx2"))) inline __m256i avalanche4(__m256i h) {
+  const __m256i prime = _mm256_set1_epi64x(static_cast<int64_t>(0x165667919E3779F9ULL));
+  h = _mm256_xor_si256(h, _mm256_srli_epi64(h, 37));
+  h = mul64(h, prime);
+  return _mm256_xor_si256(h, _mm256_srli_epi64(h, 32));
+}
+
+// XXH3_len_17to128_64b of M 8-byte words (3 <= M <= 16), eight ranks at a time; returns the first rank
+// not done (the groups of eight).
+template <int M>
+__attribute__((target("avx2"))) size_t sampler_hashes_avx2(const Permutation32& p, uint32_t first, size_t ranks,
+                                                           uint64_t* out) {
+  constexpr uint64_t len = 8u * M;
+  // the mix16B calls: (first word of the input, first word of the secret), in XXH3's order of addition
+  constexpr int nc = len > 96 ? 8 : len > 64 ? 6 : len > 32 ? 4 : 2;
+  constexpr int calls[8][2] = {{6, 12}, {M - 8, 14}, {4, 8}, {M - 6, 10}, {2, 4}, {M - 4, 6}, {0, 0}, {M - 2, 2}};
+  constexpr int c0 = 8 - nc;
+  __m256i ak[2 * nc], lo_sec[2 * nc], hi_sec[2 * nc], hh[nc];
+  for (int c = 0; c < nc; ++c) {
+    for (int k = 0; k < 2; ++k) {
+      const int w = calls[c0 + c][0] + k;
+      const uint64_t s = secret_word(calls[c0 + c][1] + k);
+      ak[2 * c + k] = _mm256_set1_epi32(static_cast<int>(p.a * static_cast<uint32_t>(w)));
+      lo_sec[2 * c + k] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(s)));
+      hi_sec[2 * c + k] = _mm256_set1_epi64x(static_cast<int64_t>(s >> 32));
+    }
+    hh[c] = _mm256_mul_epu32(hi_sec[2 * c], hi_sec[2 * c + 1]);
+  }
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(p.mask)), c = _mm256_set1_epi32(static_cast<int>(p.c));
+  const __m128i shift = _mm_cvtsi32_si128(p.shift);
+  const __m256i start = _mm256_set1_epi64x(static_cast<int64_t>(len * XXH_PRIME64_1));
+  // a x (position of word 0 of each lane's rank) + b; the next group's: + a x 8M
+  const uint32_t am = p.a * static_cast<uint32_t>(M);
+  __m256i y = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(p.a * first + p.b)),
+                               _mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(am)),
+                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  const __m256i group = _mm256_set1_epi32(static_cast<int>(am * 8u));
+  size_t j = 0;
+  for (; j + 8 <= ranks; j += 8, y = _mm256_add_epi32(y, group)) {
+    __m256i even = start, odd = start;
+    for (int k = 0; k < nc; ++k) {  // unrolled: nc is a constant
+      const __m256i va = _mm256_xor_si256(ids8(y, ak[2 * k], mask, shift, c), lo_sec[2 * k]);
+      const __m256i vb = _mm256_xor_si256(ids8(y, ak[2 * k + 1], mask, shift, c), lo_sec[2 * k + 1]);
+      even = _mm256_add_epi64(even, fold_known_high(va, vb, hi_sec[2 * k], hi_sec[2 * k + 1], hh[k]));
+      odd = _mm256_add_epi64(odd, fold_known_high(_mm256_srli_epi64(va, 32), _mm256_srli_epi64(vb, 32),
+                                                  hi_sec[2 * k], hi_sec[2 * k + 1], hh[k]));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), avalanche4(even));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j + 4), avalanche4(odd));
+  }
+  return j;
+}
+
+using SamplerHashes = size_t (*)(const Permutation32&, uint32_t, size_t, uint64_t*);
+template <int... M>
+constexpr SamplerHashes sampler_kernel(int m, std::integer_sequence<int, M...>) {
+  SamplerHashes k = nullptr;
+  ((m == M + 3 ? (k = &sampler_hashes_avx2<M + 3>, 0) : 0), ...);
+  return k;
+}
+
 }  // namespace
+
+void sampler_batch_hashes(const Permutation32& p, uint32_t first, int m, size_t ranks, uint64_t* out) {
+  size_t r = 0;
+  if (avx2() && m >= 3 && m <= 16)
+    r = sampler_kernel(m, std::make_integer_sequence<int, 14>{})(p, first, ranks, out);
+  std::vector<int64_t> one(static_cast<size_t>(m > 0 ? m : 0));
+  for (; r < ranks; ++r) {  // rank by rank: the ranks after the last group of eight, or every rank
+    const uint32_t base = first + static_cast<uint32_t>(r) * static_cast<uint32_t>(m);
+    for (int k = 0; k < m; ++k) one[static_cast<size_t>(k)] = p.at(base + static_cast<uint32_t>(k));
+    out[r] = batch_hash(one.data(), one.size());
+  }
+}
 
 bool lanes_use_avx2() { return avx2(); }
 

@@ -18,6 +18,25 @@ void unif_draws(uint64_t step_key, int64_t first, size_t n, double* out);
 // the k-th id of batch j. out[j] = batch_hash(batch j's m ids) = XXH3-64 of their 8m bytes. Any m >= 1.
 void batch_hashes(const int64_t* ids, int m, size_t lanes, uint64_t* out);
 
+// The sampler's epoch permutation in 32-bit arithmetic (model.h FleetSampler, over n <= 2^32 sample
+// ids, mask = n - 1): the id at position p is (c g((a p + b) & mask)) & mask, g(x) = x ^ (x >> shift),
+// every product and sum mod 2^32 (2^k divides 2^32, so these are the ids of the 64-bit definition).
+struct Permutation32 {
+  uint32_t a = 1, b = 0, c = 1, mask = 0;
+  int shift = 1;
+  uint32_t at(uint32_t p) const {
+    const uint32_t x = (a * p + b) & mask;
+    return (c * (x ^ (x >> shift))) & mask;
+  }
+};
+// out[r] = batch_hash of rank r's m ids (XXH3-64 of their 8m bytes, run/sampler.h), the ids at positions
+// first + r m + k, k < m, r < ranks (DistributedSampler's contiguous slices of one global batch), with no
+// ids stored: with AVX2 and 3 <= m <= 16 (17..128 bytes) the ids of eight ranks are made in 32-bit lanes
+// and hashed straight from the registers (an id's high 32 bits are 0, so XXH3's 64 x 64 -> 128 multiply
+// needs three 32 x 32 products, not four); elsewhere rank by rank. Positions mod 2^32 (first + ranks x m
+// <= n in use).
+void sampler_batch_hashes(const Permutation32& p, uint32_t first, int m, size_t ranks, uint64_t* out);
+
 // Whether the AVX2 paths run on this CPU (for the benchmarks' notes).
 bool lanes_use_avx2();
 

@@ -99,7 +99,6 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* ha
   draws_.resize(world_);
   replay_.resize(world_);
   ids_.resize(static_cast<size_t>(sampler_.per_rank));
-  slot_ids_.resize(static_cast<size_t>(sampler_.global));
   res_.truths = plan_.truths();
   if (!o.output_ranks.empty()) {
     all_out_ = false;
@@ -485,7 +484,12 @@ void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
         sampler_.ids(index, r, ids_.data());
         c.batch_hash[r] = batch_hash(ids_.data(), ids_.size());
       }
+  } else if (sampler_.fits32()) {  // every rank's batch: ids made and hashed in registers (lanes.h)
+    uint32_t first = 0;
+    const Permutation32 p = sampler_.permutation32(index, &first);
+    sampler_batch_hashes(p, first, static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
   } else {
+    slot_ids_.resize(static_cast<size_t>(sampler_.global));
     sampler_.slot_ids(index, slot_ids_.data());  // every rank's batch, by position
     batch_hashes(slot_ids_.data(), static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
   }

@@ -46,5 +46,49 @@ TEST(Lanes, BatchHashesAreXxh3OfEachBatch) {
   }
 }
 
+// Every rank's batch hash of a global batch, made from the permutation in registers, is batch_hash of the
+// ids FleetSampler gives that rank: every batch length (the eight-rank groups for 3..16 ids, rank by rank
+// otherwise), group remainders, epochs (keys), and shifts from the dataset sizes of 1..70 ranks.
+TEST(Lanes, SamplerBatchHashesAreXxh3OfEachRanksIds) {
+  for (const int m : {1, 2, 3, 4, 5, 8, 13, 16, 17, 40}) {
+    for (const int world : {1, 7, 8, 9, 24, 70}) {
+      const FleetSampler smp(world, m, 1234u + static_cast<uint64_t>(m));
+      ASSERT_TRUE(smp.fits32());
+      for (const int64_t index : {int64_t{0}, int64_t{5}, smp.per_epoch - 1, 3 * smp.per_epoch + 2}) {
+        uint32_t first = 0;
+        const Permutation32 p = smp.permutation32(index, &first);
+        std::vector<uint64_t> out(static_cast<size_t>(world));
+        sampler_batch_hashes(p, first, m, out.size(), out.data());
+        std::vector<int64_t> ids(static_cast<size_t>(m));
+        for (int r = 0; r < world; ++r) {
+          smp.ids(index, r, ids.data());
+          EXPECT_EQ(out[static_cast<size_t>(r)], batch_hash(ids)) << "m " << m << " world " << world << " rank " << r
+                                                                  << " index " << index;
+        }
+      }
+    }
+  }
+}
+
+// The 32-bit permutation wraps mod 2^32 as the 64-bit definition does under a mask of 2^32 - 1: positions
+// and keys with their top bits set, against ids computed in 64 bits.
+TEST(Lanes, SamplerBatchHashesAtTheTopOfThe32BitRange) {
+  const Permutation32 p{0x9e3779b9u, 0xdeadbeefu, 0x85ebca6bu, 0xffffffffu, 16};
+  const int m = 16;
+  const size_t ranks = 13;
+  const uint32_t first = 0xffffffffu - 100;  // positions wrap past 2^32
+  std::vector<uint64_t> out(ranks);
+  sampler_batch_hashes(p, first, m, ranks, out.data());
+  for (size_t r = 0; r < ranks; ++r) {
+    std::vector<int64_t> ids;
+    for (int k = 0; k < m; ++k) {
+      const uint64_t pos = (uint64_t{first} + r * m + static_cast<uint64_t>(k)) & 0xffffffffu;
+      const uint64_t x = (uint64_t{p.a} * pos + p.b) & 0xffffffffu;
+      ids.push_back(static_cast<int64_t>((uint64_t{p.c} * (x ^ (x >> p.shift))) & 0xffffffffu));
+    }
+    EXPECT_EQ(out[r], batch_hash(ids)) << "rank " << r;
+  }
+}
+
 }  // namespace
 }  // namespace flatline::simdetail
