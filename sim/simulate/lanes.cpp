@@ -44,44 +44,42 @@ __attribute__((target("avx2"))) inline __m256i mix4(__m256i x) {
   return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
 }
 
-// An integer below 2^52 as a double, exactly: the bits of 2^52 + v, minus 2^52.
-__attribute__((target("avx2"))) inline __m256d small_to_double(__m256i v) {
-  const __m256d magic = _mm256_castsi256_pd(_mm256_set1_epi64x(0x4330000000000000LL));
-  return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(v, _mm256_castpd_si256(magic))), magic);
-}
-
-__attribute__((target("avx2"))) inline __m256i keys4(uint64_t key, int64_t r) {
-  return _mm256_xor_si256(_mm256_set1_epi64x(static_cast<int64_t>(key)), _mm256_setr_epi64x(r, r + 1, r + 2, r + 3));
-}
-
 __attribute__((target("avx2"))) void gauss_avx2(uint64_t key, int64_t first, size_t n, double* out) {
-  const __m256i q = _mm256_set1_epi64x(0xffff);
+  const __m256i k = _mm256_set1_epi64x(static_cast<int64_t>(key)), four = _mm256_set1_epi64x(4);
+  const __m256i odd_bytes = _mm256_set1_epi64x(static_cast<int64_t>(0xff00ff00ff00ff00ULL)), zero = _mm256_setzero_si256();
+  // 2^52 + 2^17 as a double: its bits or'ed with s < 2^18 are 2^52 + s, so the difference is s - 2^17 exactly
+  const __m256d magic = _mm256_castsi256_pd(_mm256_set1_epi64x(0x4330000000000000LL)),
+                offset = _mm256_set1_pd(4503599627370496.0 + 131072.0);
+  const __m256d scale = _mm256_set1_pd(1.7320508075688772 / 65536.0);  // exact: a power of two apart
+  __m256i r = _mm256_setr_epi64x(first, first + 1, first + 2, first + 3);
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const __m256i h = mix4(keys4(key, first + static_cast<int64_t>(i)));
-    // (h & 0xffff) + ((h >> 16) & 0xffff) + ((h >> 32) & 0xffff) + (h >> 48): below 2^18
-    const __m256i s = _mm256_add_epi64(
-        _mm256_add_epi64(_mm256_and_si256(h, q), _mm256_and_si256(_mm256_srli_epi64(h, 16), q)),
-        _mm256_add_epi64(_mm256_and_si256(_mm256_srli_epi64(h, 32), q), _mm256_srli_epi64(h, 48)));
-    // (s / 65536.0 - 2.0) * sqrt(3): dividing by 2^16 and multiplying by 2^-16 are the same exact operation
-    __m256d g = _mm256_mul_pd(small_to_double(s), _mm256_set1_pd(1.0 / 65536.0));
-    g = _mm256_mul_pd(_mm256_sub_pd(g, _mm256_set1_pd(2.0)), _mm256_set1_pd(1.7320508075688772));
-    _mm256_storeu_pd(out + i, g);
+  for (; i + 4 <= n; i += 4, r = _mm256_add_epi64(r, four)) {
+    const __m256i h = mix4(_mm256_xor_si256(k, r));
+    // s = the sum of h's four 16-bit quarters = (sum of its bytes) + 255 x (sum of its odd bytes), each
+    // byte sum by vpsadbw; below 2^18
+    const __m256i odd = _mm256_sad_epu8(_mm256_and_si256(h, odd_bytes), zero);
+    const __m256i s = _mm256_add_epi64(_mm256_sad_epu8(h, zero), _mm256_sub_epi64(_mm256_slli_epi64(odd, 8), odd));
+    // gauss: (s / 65536 - 2) x sqrt(3) = (s - 2^17) x (sqrt(3) / 2^16): both forms round the same exact
+    // product once (scaling by a power of two is exact here)
+    const __m256d c = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(s, _mm256_castpd_si256(magic))), offset);
+    _mm256_storeu_pd(out + i, _mm256_mul_pd(c, scale));
   }
   for (; i < n; ++i) out[i] = gauss(draw(key, first + static_cast<int64_t>(i)));
 }
 
 __attribute__((target("avx2"))) void unif_avx2(uint64_t key, int64_t first, size_t n, double* out) {
+  const __m256i k = _mm256_set1_epi64x(static_cast<int64_t>(key)), four = _mm256_set1_epi64x(4);
+  const __m256i one_bits = _mm256_set1_epi64x(0x3ff0000000000000LL), bit11 = _mm256_set1_epi64x(1LL << 11);
+  const __m256d one = _mm256_set1_pd(1.0), half_ulp = _mm256_set1_pd(0x1.0p-53);
+  __m256i r = _mm256_setr_epi64x(first, first + 1, first + 2, first + 3);
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const __m256i h = mix4(keys4(key, first + static_cast<int64_t>(i)));
-    // (h >> 11) x 2^-53: h >> 11 is below 2^53, so split it into a high and a low part that each convert
-    // exactly; their sum is exact too (it is h >> 11 itself, representable).
-    const __m256i top = _mm256_srli_epi64(h, 11);
-    const __m256d hi = small_to_double(_mm256_srli_epi64(top, 26));  // below 2^27
-    const __m256d lo = small_to_double(_mm256_and_si256(top, _mm256_set1_epi64x((1LL << 26) - 1)));
-    const __m256d v = _mm256_add_pd(_mm256_mul_pd(hi, _mm256_set1_pd(67108864.0)), lo);
-    _mm256_storeu_pd(out + i, _mm256_mul_pd(v, _mm256_set1_pd(0x1.0p-53)));
+  for (; i + 4 <= n; i += 4, r = _mm256_add_epi64(r, four)) {
+    const __m256i h = mix4(_mm256_xor_si256(k, r));
+    // (h >> 11) x 2^-53 = (h >> 12) x 2^-52 + (bit 11 of h) x 2^-53: the first term is (1 + (h >> 12) x
+    // 2^-52) - 1, exact; the sum is a multiple of 2^-53 below 1, so exact too
+    const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(h, 12), one_bits)), one);
+    const __m256d lo = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(h, bit11), bit11)), half_ulp);
+    _mm256_storeu_pd(out + i, _mm256_add_pd(hi, lo));
   }
   for (; i < n; ++i) out[i] = unif(draw(key, first + static_cast<int64_t>(i)));
 }
