@@ -219,6 +219,37 @@ __attribute__((target("avx2"))) size_t sampler_hashes_avx2(const Permutation32& 
   return j;
 }
 
+// kSetBits[m]: the positions of m's set bits, ascending, a byte each (the rest 0).
+constexpr auto kSetBits = [] {
+  struct Table { uint64_t v[256]; } t{};
+  for (unsigned m = 0; m < 256; ++m) {
+    int k = 0;
+    for (unsigned b = 0; b < 8; ++b)
+      if (m >> b & 1) t.v[m] |= uint64_t{b} << (8 * k++);
+  }
+  return t;
+}();
+
+// Eight ranks a step: two compares, their mask's set-bit positions from kSetBits widened to 32 bits
+// and offset by the first rank, all eight stored (out has room for 8 past n), the count advanced by
+// the mask's popcount.
+__attribute__((target("avx2,popcnt"))) size_t due_avx2(const double* t, size_t n, double until, uint32_t* out) {
+  const __m256d u = _mm256_set1_pd(until);
+  const __m256i eight = _mm256_set1_epi32(8);
+  __m256i base = _mm256_setzero_si256();
+  size_t k = 0, r = 0;
+  for (; r + 8 <= n; r += 8, base = _mm256_add_epi32(base, eight)) {
+    const unsigned m = static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(t + r), u, _CMP_LT_OQ))) |
+                       static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(t + r + 4), u, _CMP_LT_OQ))) << 4;
+    const __m256i at = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(kSetBits.v[m])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_add_epi32(at, base));
+    k += static_cast<size_t>(__builtin_popcount(m));
+  }
+  for (; r < n; ++r)
+    if (t[r] < until) out[k++] = static_cast<uint32_t>(r);
+  return k;
+}
+
 using SamplerHashes = size_t (*)(const Permutation32&, uint32_t, size_t, uint64_t*);
 template <int... M>
 constexpr SamplerHashes sampler_kernel(int m, std::integer_sequence<int, M...>) {
@@ -239,6 +270,14 @@ void sampler_batch_hashes(const Permutation32& p, uint32_t first, int m, size_t 
     for (int k = 0; k < m; ++k) one[static_cast<size_t>(k)] = p.at(base + static_cast<uint32_t>(k));
     out[r] = batch_hash(one.data(), one.size());
   }
+}
+
+size_t due_ranks(const double* t, size_t n, double until, uint32_t* out) {
+  if (avx2()) return due_avx2(t, n, until, out);
+  size_t k = 0;
+  for (size_t r = 0; r < n; ++r)
+    if (t[r] < until) out[k++] = static_cast<uint32_t>(r);
+  return k;
 }
 
 bool lanes_use_avx2() { return avx2(); }

@@ -37,6 +37,11 @@ struct Permutation32 {
 // <= n in use).
 void sampler_batch_hashes(const Permutation32& p, uint32_t first, int m, size_t ranks, uint64_t* out);
 
+// The ranks r < n whose next heartbeat is due before `until` (t[r] < until; a NaN never is), ascending,
+// into out (room for n + 8: the AVX2 path stores eight at a time); returns how many. Eight ranks a
+// step with AVX2, no branch per rank: at fleet scale a step's heartbeats come from a third of the ranks.
+size_t due_ranks(const double* t, size_t n, double until, uint32_t* out);
+
 // Whether the AVX2 paths run on this CPU (for the benchmarks' notes).
 bool lanes_use_avx2();
 

@@ -93,6 +93,7 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* ha
   targeted_.resize(targeted_ranks_.size());
   while (first_untargeted_ < world_ && cls_[first_untargeted_] >= 0) ++first_untargeted_;
   next_hb_.resize(world_);
+  due_.resize(static_cast<size_t>(world_) + 8);  // due_ranks stores eight at a time
   for (int r = 0; r < world_; ++r) next_hb_[r] = hb_s_ * unif(key(seed_, 7, 0, r));  // watchdogs start apart
   compute_.resize(world_);
   loss_.resize(world_);
@@ -241,19 +242,31 @@ uint8_t Walk::phase_at(int r, double t) const {
 
 // Rank r's heartbeats before `until`: one run per phase (the times are the watchdog's, t + hb_s_ each).
 void Walk::beats_until(StepBlock& b, uint32_t row, int r, double until, int64_t s) {
-  while (next_hb_[r] < until) {
-    const double t = next_hb_[r];
-    const uint8_t ph = phase_at(r, t);
-    StepBlock::Beats* last = b.beats.empty() ? nullptr : &b.beats.back();
-    if (last && last->rank == r && last->phase == ph && last->step == s && last->row == row &&
-        last->dt == hb_s_ && last->t_last + hb_s_ == t) {
+  double t = next_hb_[r];
+  if (!(t < until)) return;
+  // the first beat may continue the block's last run (a run of this rank, phase and step before this row)
+  uint8_t ph = phase_at(r, t);
+  StepBlock::Beats* last = b.beats.empty() ? nullptr : &b.beats.back();
+  if (last && last->rank == r && last->phase == ph && last->step == s && last->row == row && last->dt == hb_s_ &&
+      last->t_last + hb_s_ == t) {
+    ++last->n;
+    last->t_last = t;
+  } else {
+    b.beats.push_back({r, ph, 1, row, s, t, hb_s_, t});
+    last = &b.beats.back();
+  }
+  // the next ones continue it while the phase holds (their times are t_last + hb_s_ by construction)
+  for (t += hb_s_; t < until; t += hb_s_) {
+    ph = phase_at(r, t);
+    if (last->phase == ph) {
       ++last->n;
       last->t_last = t;
     } else {
       b.beats.push_back({r, ph, 1, row, s, t, hb_s_, t});
+      last = &b.beats.back();
     }
-    next_hb_[r] += hb_s_;
   }
+  next_hb_[r] = t;
 }
 
 void Walk::step(int64_t s) {
@@ -325,8 +338,11 @@ void Walk::step(int64_t s) {
   if (logged) flush_beats(), ready_rows();  // what came before this step (a pause's heartbeats) goes first
   StepBlock& b = logged ? rows_ : beats_;
   if (all_out_) {
-    for (size_t r = 0; r < W; ++r)
-      if (next_hb_[r] < t_end) beats_until(b, logged ? static_cast<uint32_t>(r) : 0, static_cast<int>(r), t_end, s);
+    const size_t nd = due_ranks(next_hb_.data(), W, t_end, due_.data());  // the ranks with a beat before t_end
+    for (size_t k = 0; k < nd; ++k) {
+      const uint32_t r = due_[k];
+      beats_until(b, logged ? r : 0, static_cast<int>(r), t_end, s);
+    }
   } else {
     for (size_t k = 0; k < out_list_.size(); ++k)
       if (next_hb_[out_list_[k]] < t_end) beats_until(b, logged ? static_cast<uint32_t>(k) : 0, out_list_[k], t_end, s);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "run/sampler.h"
@@ -43,6 +44,27 @@ TEST(Lanes, BatchHashesAreXxh3OfEachBatch) {
         EXPECT_EQ(out[j], batch_hash(one)) << "m " << m << " lane " << j;
       }
     }
+  }
+}
+
+// The ranks with a heartbeat due are those with t < until, ascending, whatever the length (the groups of
+// eight and the remainder) and with times equal to `until` (not due) and NaN (never due).
+TEST(Lanes, DueRanksAreTheRanksBeforeUntil) {
+  uint64_t x = 7;
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{17}, size_t{1025}}) {
+    std::vector<double> t(n);
+    for (size_t r = 0; r < n; ++r) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      const uint64_t kind = x >> 61;  // 0..7
+      t[r] = kind == 0 ? 10.0 : kind == 1 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(x >> 40) / (1 << 20);
+    }
+    std::vector<uint32_t> out(n + 8, 0xdeadbeef);
+    const size_t k = due_ranks(t.data(), n, 10.0, out.data());
+    std::vector<uint32_t> want;
+    for (size_t r = 0; r < n; ++r)
+      if (t[r] < 10.0) want.push_back(static_cast<uint32_t>(r));
+    ASSERT_EQ(k, want.size()) << "n " << n;
+    for (size_t i = 0; i < k; ++i) EXPECT_EQ(out[i], want[i]) << "n " << n << " i " << i;
   }
 }
 
