@@ -250,6 +250,18 @@ __attribute__((target("avx2,popcnt"))) size_t due_avx2(const double* t, size_t n
   return k;
 }
 
+__attribute__((target("avx2"))) double max_avx2(double init, const double* v, size_t n) {
+  __m256d m = _mm256_set1_pd(init);  // _mm256_max_pd(x, m) = x > m ? x : m
+  size_t r = 0;
+  for (; r + 8 <= n; r += 8) m = _mm256_max_pd(_mm256_loadu_pd(v + r + 4), _mm256_max_pd(_mm256_loadu_pd(v + r), m));
+  for (; r + 4 <= n; r += 4) m = _mm256_max_pd(_mm256_loadu_pd(v + r), m);
+  double lane[4];
+  _mm256_storeu_pd(lane, m);
+  for (; r < n; ++r) lane[0] = v[r] > lane[0] ? v[r] : lane[0];
+  for (size_t k = 1; k < 4; ++k) lane[0] = lane[k] > lane[0] ? lane[k] : lane[0];
+  return lane[0];
+}
+
 using SamplerHashes = size_t (*)(const Permutation32&, uint32_t, size_t, uint64_t*);
 template <int... M>
 constexpr SamplerHashes sampler_kernel(int m, std::integer_sequence<int, M...>) {
@@ -278,6 +290,17 @@ size_t due_ranks(const double* t, size_t n, double until, uint32_t* out) {
   for (size_t r = 0; r < n; ++r)
     if (t[r] < until) out[k++] = static_cast<uint32_t>(r);
   return k;
+}
+
+double lanes_max(double init, const double* v, size_t n) {
+  if (avx2()) return max_avx2(init, v, n);
+  double lane[4] = {init, init, init, init};
+  size_t r = 0;
+  for (; r + 4 <= n; r += 4)
+    for (size_t k = 0; k < 4; ++k) lane[k] = v[r + k] > lane[k] ? v[r + k] : lane[k];
+  for (; r < n; ++r) lane[0] = v[r] > lane[0] ? v[r] : lane[0];
+  for (size_t k = 1; k < 4; ++k) lane[0] = lane[k] > lane[0] ? lane[k] : lane[0];
+  return lane[0];
 }
 
 bool lanes_use_avx2() { return avx2(); }

@@ -42,6 +42,11 @@ void sampler_batch_hashes(const Permutation32& p, uint32_t first, int m, size_t 
 // step with AVX2, no branch per rank: at fleet scale a step's heartbeats come from a third of the ranks.
 size_t due_ranks(const double* t, size_t n, double until, uint32_t* out);
 
+// The largest of init and v[0..n) as four lanes find it: lane k takes v[k], v[k + 4], ... from init by
+// m = v > m ? v : m, the last n mod 4 go to lane 0, then lane 0 takes lanes 1, 2, 3 likewise. A NaN is
+// never taken (after a non-NaN init); the same bits with AVX2 (vmaxpd is that select) as without.
+double lanes_max(double init, const double* v, size_t n);
+
 // Whether the AVX2 paths run on this CPU (for the benchmarks' notes).
 bool lanes_use_avx2();
 

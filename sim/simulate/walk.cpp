@@ -34,26 +34,14 @@ __attribute__((target_clones("avx2", "default"))) void permute32(uint32_t a, uin
     out[j] = static_cast<int64_t>((c * (x ^ (x >> sh))) & mask);
   }
 }
-// The largest of t[0..n) as a loop over them would find it (the first, then any later one above it: a NaN
-// is never taken after the first), n > 0; in four lanes, so that it vectorises (max is exact).
-double latest(const double* t, size_t n) {
-  double m[4] = {t[0], t[0], t[0], t[0]};
-  size_t r = 1;
-  for (; r + 4 <= n; r += 4)
-    for (size_t k = 0; k < 4; ++k) m[k] = t[r + k] > m[k] ? t[r + k] : m[k];
-  for (; r < n; ++r) m[0] = t[r] > m[0] ? t[r] : m[0];
-  for (size_t k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
-  return m[0];
-}
-// std::max(std::max(init, v[0]), v[1])... (a NaN is never taken), in four lanes so that it vectorises.
-double fold_max(double init, const double* v, size_t n) {
-  double m[4] = {init, init, init, init};
-  size_t r = 0;
-  for (; r + 4 <= n; r += 4)
-    for (size_t k = 0; k < 4; ++k) m[k] = m[k] < v[r + k] ? v[r + k] : m[k];
-  for (; r < n; ++r) m[0] = m[0] < v[r] ? v[r] : m[0];
-  for (size_t k = 1; k < 4; ++k) m[0] = m[0] < m[k] ? m[k] : m[0];
-  return m[0];
+// Four columns of n rows set to one value each (d: none when null), in one loop: the restrict parameters
+// let it vectorise with no overlap check (GCC checks at most ~10 pairs of pointers at run time).
+template <class T>
+void fill_shared(size_t n, T* __restrict a, T va, T* __restrict b, T vb, T* __restrict c, T vc, T* __restrict d, T vd) {
+  if (d)
+    for (size_t r = 0; r < n; ++r) a[r] = va, b[r] = vb, c[r] = vc, d[r] = vd;
+  else
+    for (size_t r = 0; r < n; ++r) a[r] = va, b[r] = vb, c[r] = vc;
 }
 }  // namespace
 
@@ -299,7 +287,7 @@ void Walk::step(int64_t s) {
     replay_[r] = RunPlan::replaced_batch(a).value_or(index) <= tr_.max_index;
     replayed += replay_[r];
   }
-  cmax_ = fold_max(0.0, compute_.data(), W);
+  cmax_ = lanes_max(0.0, compute_.data(), W);  // std::max(std::max(0, c[0]), c[1])... (exact)
   tr_.max_index = std::max(tr_.max_index, index);
   const double contrib = static_cast<double>(world_ - zeroed) / world_;
   // ---- forward loss (before the update) and all-reduce
@@ -398,25 +386,15 @@ void Walk::log_all(const StepValues& v) {
   const StepActions& g = generic_;
   const size_t W = static_cast<size_t>(world_);
   StepBlock& c = rows_;
-  // what every rank logs alike: one loop of plain stores to the eleven columns (restrict pointers and
-  // local values, so that it vectorises with no reload and no overlap check)
+  // what every rank logs alike: plain stores, four columns a loop
   // every rank's batch hash, or only those of the ranks the sink reads (RecordSink::batch_hash_ranks)
   const uint64_t rank_flags = hash_ranks_ ? v.flags & ~StepBlock::kBatchHash : v.flags;
-  {
-    const int64_t opt = tr_.c.opt_step, epoch = sampler_.epoch(v.index), seen = tr_.c.samples_seen;
-    const double lr = v.lr, gn = v.grad_norm, zf = v.zero_frac, pn = v.param_norm, un = v.update_norm,
-                 ls = v.scale_used, ms = v.step_ms;
-    int64_t *__restrict o = c.opt_step.data(), *__restrict e = c.epoch.data(), *__restrict ss = c.samples_seen.data();
-    double *__restrict l = c.lr.data(), *__restrict g2 = c.grad_norm.data(), *__restrict z = c.grad_zero_frac.data();
-    double *__restrict p = c.param_norm.data(), *__restrict u = c.update_norm.data(), *__restrict sc = c.loss_scale.data();
-    double* __restrict m = c.step_ms.data();
-    uint64_t* __restrict f = c.flags.data();
-    const auto fl = static_cast<int64_t>(rank_flags);
-    int64_t* __restrict fi = reinterpret_cast<int64_t*>(f);
-    for (size_t r = 0; r < W; ++r) o[r] = opt, e[r] = epoch, ss[r] = seen, fi[r] = fl;  // one type a loop
-    for (size_t r = 0; r < W; ++r) l[r] = lr, g2[r] = gn, z[r] = zf, p[r] = pn;
-    for (size_t r = 0; r < W; ++r) u[r] = un, sc[r] = ls, m[r] = ms;
-  }
+  fill_shared<int64_t>(W, c.opt_step.data(), tr_.c.opt_step, c.epoch.data(), sampler_.epoch(v.index), c.samples_seen.data(),
+              tr_.c.samples_seen, reinterpret_cast<int64_t*>(c.flags.data()), static_cast<int64_t>(rank_flags));
+  fill_shared<double>(W, c.lr.data(), v.lr, c.grad_norm.data(), v.grad_norm, c.grad_zero_frac.data(), v.zero_frac,
+              c.param_norm.data(), v.param_norm);
+  fill_shared<double>(W, c.update_norm.data(), v.update_norm, c.loss_scale.data(), v.scale_used, c.step_ms.data(), v.step_ms,
+              nullptr, 0.0);
   if (hash_ranks_)
     for (const int r : *hash_ranks_)
       if (r >= 0 && r < world_) c.flags[r] = v.flags;
@@ -447,7 +425,7 @@ void Walk::log_all(const StepValues& v) {
   } else {
     c.all_has = StepBlock::kAllFields;
     c.lockstep = W > 0;
-    c.t_max = latest(c.t.data(), W);
+    c.t_max = W > 0 ? lanes_max(c.t[0], c.t.data() + 1, W - 1) : StepBlock::kNaN;  // the latest t
   }
   for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
     rec_ = Record{};

@@ -3,6 +3,7 @@
 // on whatever path the CPU takes, at every length (the four-lane body and the remainder).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -65,6 +66,32 @@ TEST(Lanes, DueRanksAreTheRanksBeforeUntil) {
       if (t[r] < 10.0) want.push_back(static_cast<uint32_t>(r));
     ASSERT_EQ(k, want.size()) << "n " << n;
     for (size_t i = 0; i < k; ++i) EXPECT_EQ(out[i], want[i]) << "n " << n << " i " << i;
+  }
+}
+
+// lanes_max is its four-lane definition bit for bit (which of -0 and +0, NaNs skipped) at every length.
+TEST(Lanes, LanesMaxIsTheFourLaneSelect) {
+  uint64_t x = 11;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{8}, size_t{9}, size_t{15}, size_t{1025}}) {
+    for (int rep = 0; rep < 64; ++rep)  // NaNs and zeros in every lane position, often
+    for (const double init : {0.0, -0.0, -1e300}) {
+      std::vector<double> v(n);
+      for (auto& e : v) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        const uint64_t kind = x >> 61;  // 0..7
+        e = kind == 0 ? nan : kind == 1 ? 0.0 : kind == 2 ? -0.0 : static_cast<double>(static_cast<int64_t>(x >> 20) - (1LL << 43));
+      }
+      double lane[4] = {init, init, init, init};
+      size_t r = 0;
+      for (; r + 4 <= n; r += 4)
+        for (size_t k = 0; k < 4; ++k) lane[k] = v[r + k] > lane[k] ? v[r + k] : lane[k];
+      for (; r < n; ++r) lane[0] = v[r] > lane[0] ? v[r] : lane[0];
+      for (size_t k = 1; k < 4; ++k) lane[0] = lane[k] > lane[0] ? lane[k] : lane[0];
+      const double got = lanes_max(init, v.data(), n);
+      EXPECT_EQ(std::signbit(got), std::signbit(lane[0])) << "n " << n;
+      EXPECT_EQ(got, lane[0]) << "n " << n;
+    }
   }
 }
 
