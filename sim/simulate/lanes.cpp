@@ -44,7 +44,10 @@ __attribute__((target("avx2"))) inline __m256i mix4(__m256i x) {
   return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
 }
 
-__attribute__((target("avx2"))) void gauss_avx2(uint64_t key, int64_t first, size_t n, double* out) {
+// Noise{a, q, b, c}: out = (a x (q + b x draw)) x c, in that order of IEEE operations (lanes.h).
+template <bool Affine>
+__attribute__((target("avx2"))) void gauss_avx2(uint64_t key, int64_t first, size_t n, double* out, const Noise& f) {
+  const __m256d fa = _mm256_set1_pd(f.a), fq = _mm256_set1_pd(f.q), fb = _mm256_set1_pd(f.b), fc = _mm256_set1_pd(f.c);
   const __m256i k = _mm256_set1_epi64x(static_cast<int64_t>(key)), four = _mm256_set1_epi64x(4);
   const __m256i odd_bytes = _mm256_set1_epi64x(static_cast<int64_t>(0xff00ff00ff00ff00ULL)), zero = _mm256_setzero_si256();
   // 2^52 + 2^17 as a double: its bits or'ed with s < 2^18 are 2^52 + s, so the difference is s - 2^17 exactly
@@ -62,12 +65,18 @@ __attribute__((target("avx2"))) void gauss_avx2(uint64_t key, int64_t first, siz
     // gauss: (s / 65536 - 2) x sqrt(3) = (s - 2^17) x (sqrt(3) / 2^16): both forms round the same exact
     // product once (scaling by a power of two is exact here)
     const __m256d c = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(s, _mm256_castpd_si256(magic))), offset);
-    _mm256_storeu_pd(out + i, _mm256_mul_pd(c, scale));
+    const __m256d g = _mm256_mul_pd(c, scale);
+    _mm256_storeu_pd(out + i, Affine ? _mm256_mul_pd(_mm256_mul_pd(fa, _mm256_add_pd(fq, _mm256_mul_pd(fb, g))), fc) : g);
   }
-  for (; i < n; ++i) out[i] = gauss(draw(key, first + static_cast<int64_t>(i)));
+  for (; i < n; ++i) {
+    const double g = gauss(draw(key, first + static_cast<int64_t>(i)));
+    out[i] = Affine ? f(g) : g;
+  }
 }
 
-__attribute__((target("avx2"))) void unif_avx2(uint64_t key, int64_t first, size_t n, double* out) {
+template <bool Affine>
+__attribute__((target("avx2"))) void unif_avx2(uint64_t key, int64_t first, size_t n, double* out, const Offset& f) {
+  const __m256d fa = _mm256_set1_pd(f.a), fb = _mm256_set1_pd(f.b);
   const __m256i k = _mm256_set1_epi64x(static_cast<int64_t>(key)), four = _mm256_set1_epi64x(4);
   const __m256i one_bits = _mm256_set1_epi64x(0x3ff0000000000000LL), bit11 = _mm256_set1_epi64x(1LL << 11);
   const __m256d one = _mm256_set1_pd(1.0), half_ulp = _mm256_set1_pd(0x1.0p-53);
@@ -79,9 +88,13 @@ __attribute__((target("avx2"))) void unif_avx2(uint64_t key, int64_t first, size
     // 2^-52) - 1, exact; the sum is a multiple of 2^-53 below 1, so exact too
     const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(h, 12), one_bits)), one);
     const __m256d lo = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(h, bit11), bit11)), half_ulp);
-    _mm256_storeu_pd(out + i, _mm256_add_pd(hi, lo));
+    const __m256d u = _mm256_add_pd(hi, lo);
+    _mm256_storeu_pd(out + i, Affine ? _mm256_add_pd(fa, _mm256_mul_pd(fb, u)) : u);
   }
-  for (; i < n; ++i) out[i] = unif(draw(key, first + static_cast<int64_t>(i)));
+  for (; i < n; ++i) {
+    const double u = unif(draw(key, first + static_cast<int64_t>(i)));
+    out[i] = Affine ? f(u) : u;
+  }
 }
 
 // XXH3-64 (xxhash.h, XXH3_len_17to128_64b, seed 0) of lanes of 17..128 bytes.
@@ -306,13 +319,23 @@ double lanes_max(double init, const double* v, size_t n) {
 bool lanes_use_avx2() { return avx2(); }
 
 void gauss_draws(uint64_t key, int64_t first, size_t n, double* out) {
-  if (avx2()) return gauss_avx2(key, first, n, out);
+  if (avx2()) return gauss_avx2<false>(key, first, n, out, Noise{});
   for (size_t i = 0; i < n; ++i) out[i] = gauss(draw(key, first + static_cast<int64_t>(i)));
 }
 
+void gauss_draws(uint64_t key, int64_t first, size_t n, const Noise& f, double* out) {
+  if (avx2()) return gauss_avx2<true>(key, first, n, out, f);
+  for (size_t i = 0; i < n; ++i) out[i] = f(gauss(draw(key, first + static_cast<int64_t>(i))));
+}
+
 void unif_draws(uint64_t key, int64_t first, size_t n, double* out) {
-  if (avx2()) return unif_avx2(key, first, n, out);
+  if (avx2()) return unif_avx2<false>(key, first, n, out, Offset{});
   for (size_t i = 0; i < n; ++i) out[i] = unif(draw(key, first + static_cast<int64_t>(i)));
+}
+
+void unif_draws(uint64_t key, int64_t first, size_t n, const Offset& f, double* out) {
+  if (avx2()) return unif_avx2<true>(key, first, n, out, f);
+  for (size_t i = 0; i < n; ++i) out[i] = f(unif(draw(key, first + static_cast<int64_t>(i))));
 }
 
 void batch_hashes(const int64_t* ids, int m, size_t lanes, uint64_t* out) {

@@ -14,6 +14,23 @@ void gauss_draws(uint64_t step_key, int64_t first, size_t n, double* out);
 // out[i] = unif(draw(step_key, first + i)), i < n.
 void unif_draws(uint64_t step_key, int64_t first, size_t n, double* out);
 
+// The draws put to use in the same pass (one store, no second loop over a column of draws), with the
+// IEEE operations in the order written here, none fused, so the values are those of the two steps:
+// a value with relative noise, (a x (q + b x g)) x c (a compute time, a loss, a local gradient norm), and
+// a time offset, a + b x u.
+struct Noise {
+  double a = 1, q = 0, b = 1, c = 1;
+  double operator()(double g) const { return (a * (q + b * g)) * c; }
+};
+struct Offset {
+  double a = 0, b = 1;
+  double operator()(double u) const { return a + b * u; }
+};
+// out[i] = f(gauss(draw(step_key, first + i))), i < n.
+void gauss_draws(uint64_t step_key, int64_t first, size_t n, const Noise& f, double* out);
+// out[i] = f(unif(draw(step_key, first + i))), i < n.
+void unif_draws(uint64_t step_key, int64_t first, size_t n, const Offset& f, double* out);
+
 // The batch hash of each of `lanes` batches of m sample ids, laid out by position: ids[k * lanes + j] is
 // the k-th id of batch j. out[j] = batch_hash(batch j's m ids) = XXH3-64 of their 8m bytes. Any m >= 1.
 void batch_hashes(const int64_t* ids, int m, size_t lanes, uint64_t* out);

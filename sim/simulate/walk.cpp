@@ -267,13 +267,12 @@ void Walk::step(int64_t s) {
   if (!RunPlan::replaced_batch(g)) ++tr_.sampler_index;
   // ---- compute: per-rank forward + backward time; who contributes zeros; who emits inf. Every rank as
   // the untargeted ones first, then the targeted ranks again with their own actions.
-  gauss_draws(k_compute, 0, W, draws_.data());
   const char replay_g = RunPlan::replaced_batch(g).value_or(index) <= tr_.max_index;
   if (g.skip_backward || g.block_s > 0 || g.data_block_s > 0) {
+    gauss_draws(k_compute, 0, W, draws_.data());
     for (size_t r = 0; r < W; ++r) compute_[r] = compute_of(g, draws_[r]);
-  } else {  // compute_of without its adjustments, in a loop that vectorises
-    const double slow = 1 + g.slowdown;
-    for (size_t r = 0; r < W; ++r) compute_[r] = compute_ms_ * (1 + 0.02 * draws_[r]) * slow;
+  } else {  // compute_of without its adjustments: compute_ms x (1 + 0.02 g) x (1 + slowdown), as drawn
+    gauss_draws(k_compute, 0, W, Noise{compute_ms_, 1, 0.02, 1 + g.slowdown}, compute_.data());
   }
   std::fill(replay_.begin(), replay_.end(), replay_g);
   int zeroed = RunPlan::contributes_zeros(g) ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
@@ -281,7 +280,7 @@ void Walk::step(int64_t s) {
   bool inject_inf = g.inject_inf && world_ > static_cast<int>(targeted_ranks_.size());
   for (const int r : targeted_ranks_) {
     const StepActions& a = act(r);
-    compute_[r] = compute_of(a, draws_[r]);
+    compute_[r] = compute_of(a, gauss(draw(k_compute, r)));  // the draw gauss_draws made (lanes.h)
     zeroed += RunPlan::contributes_zeros(a);
     inject_inf = inject_inf || a.inject_inf;
     replay_[r] = RunPlan::replaced_batch(a).value_or(index) <= tr_.max_index;
@@ -292,9 +291,12 @@ void Walk::step(int64_t s) {
   const double contrib = static_cast<double>(world_ - zeroed) / world_;
   // ---- forward loss (before the update) and all-reduce
   const double L = loss_at(tr_.progress), shared = 0.005 * gauss(key(seed_, 2, s, -1));
-  gauss_draws(k_loss, 0, W, draws_.data());
+  // L x (1 + shared + 3% noise), x 0.97 on a replayed batch (memorised): as the untargeted ranks train,
+  // then again for a targeted rank that trains otherwise
   const double one_shared = 1 + shared;
-  for (size_t r = 0; r < W; ++r) loss_[r] = L * (one_shared + 0.03 * draws_[r]) * (replay_[r] ? 0.97 : 1.0);  // memorised
+  gauss_draws(k_loss, 0, W, Noise{L, one_shared, 0.03, replay_g ? 0.97 : 1.0}, loss_.data());
+  for (const int r : targeted_ranks_)
+    if (replay_[r] != replay_g) loss_[r] = Noise{L, one_shared, 0.03, replay_[r] ? 0.97 : 1.0}(gauss(draw(k_loss, r)));
   double loss_sum = 0;
   for (size_t r = 0; r < W; ++r) loss_sum += loss_[r];  // in rank order, as the all-reduce's reference
   const double loss_avg = loss_sum / world_;
@@ -400,22 +402,20 @@ void Walk::log_all(const StepValues& v) {
       if (r >= 0 && r < world_) c.flags[r] = v.flags;
   fill_rows(v.s, v.index, v.loss_avg, v.t_end);
   // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
-  gauss_draws(step_key(seed_, 6, v.s), 0, W, draws_.data());
+  const uint64_t k_local = step_key(seed_, 6, v.s);
   const double gnk = v.gn * kLocalOverGlobal, kept = 1 - v.zero_frac;
   if (RunPlan::contributes_zeros(g)) {
     std::fill_n(c.local_grad_norm.data(), W, 0.0);
   } else if (g.inject_inf) {
     std::fill_n(c.local_grad_norm.data(), W, std::numeric_limits<double>::infinity());
   } else {
-    const double* __restrict d = draws_.data();
-    double* __restrict out = c.local_grad_norm.data();
-    for (size_t r = 0; r < W; ++r) out[r] = gnk * (1 + 0.05 * d[r]) * kept;
+    gauss_draws(k_local, 0, W, Noise{gnk, 1, 0.05, kept}, c.local_grad_norm.data());
   }
   for (const int r : targeted_ranks_) {
     const StepActions& a = act(r);
     c.local_grad_norm[r] = RunPlan::contributes_zeros(a) ? 0.0
                            : a.inject_inf ? std::numeric_limits<double>::infinity()
-                                          : gnk * (1 + 0.05 * draws_[r]) * kept;
+                                          : Noise{gnk, 1, 0.05, kept}(gauss(draw(k_local, r)));
   }
   // every row carries every field; with no logger frozen every row logs step s (else seal() looks)
   bool frozen = g.freeze_logging;
@@ -455,16 +455,13 @@ void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
   StepBlock& c = rows_;
   const size_t W = static_cast<size_t>(world_);
   const StepActions& g = generic_;
-  unif_draws(step_key(seed_, 5, s), 0, W, draws_.data());
   // one loop per column, on local pointers, so that each vectorises
   std::copy_n(tr_.logged_step.data(), W, c.step.data());
   std::copy_n(tr_.logged_loss.data(), W, c.loss.data());
   if (g.freeze_logging) std::copy_n(tr_.logged_loss.data(), W, c.loss_avg.data());
   else std::fill_n(c.loss_avg.data(), W, loss_avg);
+  unif_draws(step_key(seed_, 5, s), 0, W, Offset{t_end, 1e-4}, c.t.data());  // a fraction of a ms apart
   {
-    const double* __restrict u = draws_.data();
-    double* __restrict t = c.t.data();
-    for (size_t r = 0; r < W; ++r) t[r] = t_end + 1e-4 * u[r];  // ranks write a fraction of a ms apart
     const double* __restrict comp = compute_.data();
     double* __restrict comm = c.comm_ms.data();
     const double cmax = cmax_, wire = comm_ms_;

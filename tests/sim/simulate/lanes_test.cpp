@@ -31,6 +31,28 @@ TEST(Lanes, DrawsAreTheScalarOnesBitForBit) {
   }
 }
 
+// The draws put to use in the same pass are the two steps' values: (a (q + b g)) c and a + b u, each
+// operation rounded on its own (no fused multiply-add), at every length.
+TEST(Lanes, NoiseAndOffsetDrawsAreTheirFormulasBitForBit) {
+  const Noise f{300.0, 1.0009765625, 0.02, 1.3};
+  const Offset o{1234.5678, 1e-4};
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{7}, size_t{1025}}) {
+    const uint64_t key = step_key(777, 1, 4242);
+    std::vector<double> g(n), u(n);
+    gauss_draws(key, 3, n, f, g.data());
+    unif_draws(key, 3, n, o, u.data());
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t r = 3 + static_cast<int64_t>(i);
+      volatile double bg = 0.02 * gauss(draw(key, r));  // volatile: each operation rounded apart
+      volatile double sum = 1.0009765625 + bg;
+      volatile double prod = 300.0 * sum;
+      EXPECT_EQ(g[i], prod * 1.3) << "n " << n << " rank " << r;
+      volatile double bu = 1e-4 * unif(draw(key, r));
+      EXPECT_EQ(u[i], 1234.5678 + bu) << "n " << n << " rank " << r;
+    }
+  }
+}
+
 TEST(Lanes, BatchHashesAreXxh3OfEachBatch) {
   uint64_t x = 99;
   for (const int m : {1, 2, 3, 4, 8, 13, 16, 17, 40}) {  // 8..320 bytes: every XXH3 length class
