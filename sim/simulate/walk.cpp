@@ -43,6 +43,21 @@ void fill_shared(size_t n, T* __restrict a, T va, T* __restrict b, T vb, T* __re
   else
     for (size_t r = 0; r < n; ++r) a[r] = va, b[r] = vb, c[r] = vc;
 }
+// A logged step's per-rank step, loss, loss_avg (the logger's loss when frozen, else the mean) and comm_ms
+// (the wait for the slowest rank plus the transfer), in one loop that vectorises. Not split into memcpy
+// calls (GCC's loop-distribution patterns): for large n glibc copies with `rep movsb`, which callgrind
+// counts byte by byte, so the instruction counts of bench/ would not compare across world sizes.
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void fill_logged(
+    size_t n, const int64_t* __restrict logged_step, const double* __restrict logged_loss,
+    const double* __restrict compute, bool frozen, double loss_avg, double cmax, double wire, int64_t* __restrict step,
+    double* __restrict loss, double* __restrict avg, double* __restrict comm) {
+  if (frozen)
+    for (size_t r = 0; r < n; ++r)
+      step[r] = logged_step[r], loss[r] = logged_loss[r], avg[r] = logged_loss[r], comm[r] = cmax - compute[r] + wire;
+  else
+    for (size_t r = 0; r < n; ++r)
+      step[r] = logged_step[r], loss[r] = logged_loss[r], avg[r] = loss_avg, comm[r] = cmax - compute[r] + wire;
+}
 }  // namespace
 
 void FleetSampler::permute_run(int64_t first, int64_t count, int64_t* out, int64_t stride) const {
@@ -455,18 +470,9 @@ void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
   StepBlock& c = rows_;
   const size_t W = static_cast<size_t>(world_);
   const StepActions& g = generic_;
-  // one loop per column, on local pointers, so that each vectorises
-  std::copy_n(tr_.logged_step.data(), W, c.step.data());
-  std::copy_n(tr_.logged_loss.data(), W, c.loss.data());
-  if (g.freeze_logging) std::copy_n(tr_.logged_loss.data(), W, c.loss_avg.data());
-  else std::fill_n(c.loss_avg.data(), W, loss_avg);
+  fill_logged(W, tr_.logged_step.data(), tr_.logged_loss.data(), compute_.data(), g.freeze_logging, loss_avg, cmax_,
+              comm_ms_, c.step.data(), c.loss.data(), c.loss_avg.data(), c.comm_ms.data());
   unif_draws(step_key(seed_, 5, s), 0, W, Offset{t_end, 1e-4}, c.t.data());  // a fraction of a ms apart
-  {
-    const double* __restrict comp = compute_.data();
-    double* __restrict comm = c.comm_ms.data();
-    const double cmax = cmax_, wire = comm_ms_;
-    for (size_t r = 0; r < W; ++r) comm[r] = cmax - comp[r] + wire;
-  }
   for (const int r : targeted_ranks_)
     c.loss_avg[r] = RunPlan::logged_loss_avg({tr_.logged_step[r], tr_.logged_loss[r]}, act(r), loss_avg);
   if (hash_ranks_) {
