@@ -1,8 +1,9 @@
 // The fleet simulator's per-rank draws and batch hashes for a whole step at once (docs/DESIGN.md §11): the
 // same values as model.h's gauss(draw(key, r)) / unif(draw(key, r)) and run/sampler.h's batch_hash (XXH3-64),
-// computed four ranks at a time with AVX2 where the CPU has it (checked once, at the first call), one
-// at a time elsewhere. Bit-identical either way (tests/sim/simulate/lanes_test.cpp): the telemetry of a
-// scenario and seed does not depend on the machine.
+// computed four ranks at a time (eight for the batch hashes) with AVX2 where the CPU has it (checked once,
+// at the first call), one at a time elsewhere; and the step's other passes over every rank that GCC does
+// not vectorise (the heartbeats due, the slowest rank). Bit-identical either way
+// (tests/sim/simulate/lanes_test.cpp): the telemetry of a scenario and seed does not depend on the machine.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -55,8 +56,8 @@ struct Permutation32 {
 void sampler_batch_hashes(const Permutation32& p, uint32_t first, int m, size_t ranks, uint64_t* out);
 
 // The ranks r < n whose next heartbeat is due before `until` (t[r] < until; a NaN never is), ascending,
-// into out (room for n + 8: the AVX2 path stores eight at a time); returns how many. Eight ranks a
-// step with AVX2, no branch per rank: at fleet scale a step's heartbeats come from a third of the ranks.
+// into out (room for n + 8: the AVX2 path stores eight at a time); returns how many. Eight ranks at a
+// time with AVX2, no branch per rank: at fleet scale a step's heartbeats come from a third of the ranks.
 size_t due_ranks(const double* t, size_t n, double until, uint32_t* out);
 
 // The largest of init and v[0..n) as four lanes find it: lane k takes v[k], v[k + 4], ... from init by

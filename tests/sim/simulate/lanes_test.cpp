@@ -104,15 +104,20 @@ TEST(Lanes, LanesMaxIsTheFourLaneSelect) {
         const uint64_t kind = x >> 61;  // 0..7
         e = kind == 0 ? nan : kind == 1 ? 0.0 : kind == 2 ? -0.0 : static_cast<double>(static_cast<int64_t>(x >> 20) - (1LL << 43));
       }
-      double lane[4] = {init, init, init, init};
-      size_t r = 0;
-      for (; r + 4 <= n; r += 4)
-        for (size_t k = 0; k < 4; ++k) lane[k] = v[r + k] > lane[k] ? v[r + k] : lane[k];
-      for (; r < n; ++r) lane[0] = v[r] > lane[0] ? v[r] : lane[0];
-      for (size_t k = 1; k < 4; ++k) lane[0] = lane[k] > lane[0] ? lane[k] : lane[0];
+      // the definition, lane by lane: a later value replaces the lane's only when strictly above it
+      const auto take = [](double m, double x) { return !std::isnan(x) && x > m ? x : m; };
+      const size_t body = n - n % 4;
+      double want = init;
+      for (size_t i = 0; i < body; i += 4) want = take(want, v[i]);  // lane 0
+      for (size_t i = body; i < n; ++i) want = take(want, v[i]);     // and the remainder
+      for (size_t k = 1; k < 4; ++k) {
+        double lane = init;
+        for (size_t i = k; i < body; i += 4) lane = take(lane, v[i]);
+        want = take(want, lane);
+      }
       const double got = lanes_max(init, v.data(), n);
-      EXPECT_EQ(std::signbit(got), std::signbit(lane[0])) << "n " << n;
-      EXPECT_EQ(got, lane[0]) << "n " << n;
+      EXPECT_EQ(std::signbit(got), std::signbit(want)) << "n " << n;
+      EXPECT_EQ(got, want) << "n " << n;
     }
   }
 }
