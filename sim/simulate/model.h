@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "run/scenario.h"
+#include "sim/simulate/lanes.h"
 
 namespace flatline::simdetail {
 
@@ -96,6 +97,17 @@ struct FleetSampler {
     const int64_t e = index / per_epoch, pos = index % per_epoch;
     keys(e);
     permute_run(pos * global, global, out);
+  }
+  // Whether the ids fit 32 bits (n <= 2^32: below ~270,000 ranks of 16 samples), for permutation32.
+  bool fits32() const { return n <= (int64_t{1} << 32); }
+  // Global batch `index`'s permutation in 32-bit arithmetic (lanes.h) and its first position: rank r's
+  // ids are at positions first + r x per_rank + k. Needs fits32().
+  Permutation32 permutation32(int64_t index, uint32_t* first) const {
+    const int64_t e = index / per_epoch, pos = index % per_epoch;
+    keys(e);
+    *first = static_cast<uint32_t>(pos * global);
+    return {static_cast<uint32_t>(a_), static_cast<uint32_t>(b_), static_cast<uint32_t>(c_),
+            static_cast<uint32_t>(n - 1), shift};
   }
   // The same ids by position in the rank's batch: out[k x ranks + r] is rank r's k-th id (ranks =
   // global / per_rank), the layout lanes.h hashes every rank's batch from.

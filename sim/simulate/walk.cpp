@@ -34,26 +34,29 @@ __attribute__((target_clones("avx2", "default"))) void permute32(uint32_t a, uin
     out[j] = static_cast<int64_t>((c * (x ^ (x >> sh))) & mask);
   }
 }
-// The largest of t[0..n) as a loop over them would find it (the first, then any later one above it: a NaN
-// is never taken after the first), n > 0; in four lanes, so that it vectorises (max is exact).
-double latest(const double* t, size_t n) {
-  double m[4] = {t[0], t[0], t[0], t[0]};
-  size_t r = 1;
-  for (; r + 4 <= n; r += 4)
-    for (size_t k = 0; k < 4; ++k) m[k] = t[r + k] > m[k] ? t[r + k] : m[k];
-  for (; r < n; ++r) m[0] = t[r] > m[0] ? t[r] : m[0];
-  for (size_t k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
-  return m[0];
+// Four columns of n rows set to one value each (d: none when null), in one loop: the restrict parameters
+// let it vectorise with no overlap check (GCC checks at most ~10 pairs of pointers at run time).
+template <class T>
+void fill_shared(size_t n, T* __restrict a, T va, T* __restrict b, T vb, T* __restrict c, T vc, T* __restrict d, T vd) {
+  if (d)
+    for (size_t r = 0; r < n; ++r) a[r] = va, b[r] = vb, c[r] = vc, d[r] = vd;
+  else
+    for (size_t r = 0; r < n; ++r) a[r] = va, b[r] = vb, c[r] = vc;
 }
-// std::max(std::max(init, v[0]), v[1])... (a NaN is never taken), in four lanes so that it vectorises.
-double fold_max(double init, const double* v, size_t n) {
-  double m[4] = {init, init, init, init};
-  size_t r = 0;
-  for (; r + 4 <= n; r += 4)
-    for (size_t k = 0; k < 4; ++k) m[k] = m[k] < v[r + k] ? v[r + k] : m[k];
-  for (; r < n; ++r) m[0] = m[0] < v[r] ? v[r] : m[0];
-  for (size_t k = 1; k < 4; ++k) m[0] = m[0] < m[k] ? m[k] : m[0];
-  return m[0];
+// A logged step's per-rank step, loss, loss_avg (the logger's loss when frozen, else the mean) and comm_ms
+// (the wait for the slowest rank plus the transfer), in one loop that vectorises. Not split into memcpy
+// calls (GCC's loop-distribution patterns): for large n glibc copies with `rep movsb`, which callgrind
+// counts byte by byte, so the instruction counts of bench/ would not compare across world sizes.
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void fill_logged(
+    size_t n, const int64_t* __restrict logged_step, const double* __restrict logged_loss,
+    const double* __restrict compute, bool frozen, double loss_avg, double cmax, double wire, int64_t* __restrict step,
+    double* __restrict loss, double* __restrict avg, double* __restrict comm) {
+  if (frozen)
+    for (size_t r = 0; r < n; ++r)
+      step[r] = logged_step[r], loss[r] = logged_loss[r], avg[r] = logged_loss[r], comm[r] = cmax - compute[r] + wire;
+  else
+    for (size_t r = 0; r < n; ++r)
+      step[r] = logged_step[r], loss[r] = logged_loss[r], avg[r] = loss_avg, comm[r] = cmax - compute[r] + wire;
 }
 }  // namespace
 
@@ -93,13 +96,13 @@ Walk::Walk(const Scenario& s, const SimOptions& o, RecordSink& sink, Handoff* ha
   targeted_.resize(targeted_ranks_.size());
   while (first_untargeted_ < world_ && cls_[first_untargeted_] >= 0) ++first_untargeted_;
   next_hb_.resize(world_);
+  due_.resize(static_cast<size_t>(world_) + 8);  // due_ranks stores eight at a time
   for (int r = 0; r < world_; ++r) next_hb_[r] = hb_s_ * unif(key(seed_, 7, 0, r));  // watchdogs start apart
   compute_.resize(world_);
   loss_.resize(world_);
   draws_.resize(world_);
   replay_.resize(world_);
   ids_.resize(static_cast<size_t>(sampler_.per_rank));
-  slot_ids_.resize(static_cast<size_t>(sampler_.global));
   res_.truths = plan_.truths();
   if (!o.output_ranks.empty()) {
     all_out_ = false;
@@ -242,19 +245,31 @@ uint8_t Walk::phase_at(int r, double t) const {
 
 // Rank r's heartbeats before `until`: one run per phase (the times are the watchdog's, t + hb_s_ each).
 void Walk::beats_until(StepBlock& b, uint32_t row, int r, double until, int64_t s) {
-  while (next_hb_[r] < until) {
-    const double t = next_hb_[r];
-    const uint8_t ph = phase_at(r, t);
-    StepBlock::Beats* last = b.beats.empty() ? nullptr : &b.beats.back();
-    if (last && last->rank == r && last->phase == ph && last->step == s && last->row == row &&
-        last->dt == hb_s_ && last->t_last + hb_s_ == t) {
+  double t = next_hb_[r];
+  if (!(t < until)) return;
+  // the first beat may continue the block's last run (a run of this rank, phase and step before this row)
+  uint8_t ph = phase_at(r, t);
+  StepBlock::Beats* last = b.beats.empty() ? nullptr : &b.beats.back();
+  if (last && last->rank == r && last->phase == ph && last->step == s && last->row == row && last->dt == hb_s_ &&
+      last->t_last + hb_s_ == t) {
+    ++last->n;
+    last->t_last = t;
+  } else {
+    b.beats.push_back({r, ph, 1, row, s, t, hb_s_, t});
+    last = &b.beats.back();
+  }
+  // the next ones continue it while the phase holds (their times are t_last + hb_s_ by construction)
+  for (t += hb_s_; t < until; t += hb_s_) {
+    ph = phase_at(r, t);
+    if (last->phase == ph) {
       ++last->n;
       last->t_last = t;
     } else {
       b.beats.push_back({r, ph, 1, row, s, t, hb_s_, t});
+      last = &b.beats.back();
     }
-    next_hb_[r] += hb_s_;
   }
+  next_hb_[r] = t;
 }
 
 void Walk::step(int64_t s) {
@@ -267,13 +282,12 @@ void Walk::step(int64_t s) {
   if (!RunPlan::replaced_batch(g)) ++tr_.sampler_index;
   // ---- compute: per-rank forward + backward time; who contributes zeros; who emits inf. Every rank as
   // the untargeted ones first, then the targeted ranks again with their own actions.
-  gauss_draws(k_compute, 0, W, draws_.data());
   const char replay_g = RunPlan::replaced_batch(g).value_or(index) <= tr_.max_index;
   if (g.skip_backward || g.block_s > 0 || g.data_block_s > 0) {
+    gauss_draws(k_compute, 0, W, draws_.data());
     for (size_t r = 0; r < W; ++r) compute_[r] = compute_of(g, draws_[r]);
-  } else {  // compute_of without its adjustments, in a loop that vectorises
-    const double slow = 1 + g.slowdown;
-    for (size_t r = 0; r < W; ++r) compute_[r] = compute_ms_ * (1 + 0.02 * draws_[r]) * slow;
+  } else {  // compute_of without its adjustments: compute_ms x (1 + 0.02 g) x (1 + slowdown), as drawn
+    gauss_draws(k_compute, 0, W, Noise{compute_ms_, 1, 0.02, 1 + g.slowdown}, compute_.data());
   }
   std::fill(replay_.begin(), replay_.end(), replay_g);
   int zeroed = RunPlan::contributes_zeros(g) ? world_ - static_cast<int>(targeted_ranks_.size()) : 0;
@@ -281,20 +295,23 @@ void Walk::step(int64_t s) {
   bool inject_inf = g.inject_inf && world_ > static_cast<int>(targeted_ranks_.size());
   for (const int r : targeted_ranks_) {
     const StepActions& a = act(r);
-    compute_[r] = compute_of(a, draws_[r]);
+    compute_[r] = compute_of(a, gauss(draw(k_compute, r)));  // the draw gauss_draws made (lanes.h)
     zeroed += RunPlan::contributes_zeros(a);
     inject_inf = inject_inf || a.inject_inf;
     replay_[r] = RunPlan::replaced_batch(a).value_or(index) <= tr_.max_index;
     replayed += replay_[r];
   }
-  cmax_ = fold_max(0.0, compute_.data(), W);
+  cmax_ = lanes_max(0.0, compute_.data(), W);  // std::max(std::max(0, c[0]), c[1])... (exact)
   tr_.max_index = std::max(tr_.max_index, index);
   const double contrib = static_cast<double>(world_ - zeroed) / world_;
   // ---- forward loss (before the update) and all-reduce
   const double L = loss_at(tr_.progress), shared = 0.005 * gauss(key(seed_, 2, s, -1));
-  gauss_draws(k_loss, 0, W, draws_.data());
+  // L x (1 + shared + 3% noise), x 0.97 on a replayed batch (memorised): as the untargeted ranks train,
+  // then again for a targeted rank that trains otherwise
   const double one_shared = 1 + shared;
-  for (size_t r = 0; r < W; ++r) loss_[r] = L * (one_shared + 0.03 * draws_[r]) * (replay_[r] ? 0.97 : 1.0);  // memorised
+  gauss_draws(k_loss, 0, W, Noise{L, one_shared, 0.03, replay_g ? 0.97 : 1.0}, loss_.data());
+  for (const int r : targeted_ranks_)
+    if (replay_[r] != replay_g) loss_[r] = Noise{L, one_shared, 0.03, replay_[r] ? 0.97 : 1.0}(gauss(draw(k_loss, r)));
   double loss_sum = 0;
   for (size_t r = 0; r < W; ++r) loss_sum += loss_[r];  // in rank order, as the all-reduce's reference
   const double loss_avg = loss_sum / world_;
@@ -326,8 +343,11 @@ void Walk::step(int64_t s) {
   if (logged) flush_beats(), ready_rows();  // what came before this step (a pause's heartbeats) goes first
   StepBlock& b = logged ? rows_ : beats_;
   if (all_out_) {
-    for (size_t r = 0; r < W; ++r)
-      if (next_hb_[r] < t_end) beats_until(b, logged ? static_cast<uint32_t>(r) : 0, static_cast<int>(r), t_end, s);
+    const size_t nd = due_ranks(next_hb_.data(), W, t_end, due_.data());  // the ranks with a beat before t_end
+    for (size_t k = 0; k < nd; ++k) {
+      const uint32_t r = due_[k];
+      beats_until(b, logged ? r : 0, static_cast<int>(r), t_end, s);
+    }
   } else {
     for (size_t k = 0; k < out_list_.size(); ++k)
       if (next_hb_[out_list_[k]] < t_end) beats_until(b, logged ? static_cast<uint32_t>(k) : 0, out_list_[k], t_end, s);
@@ -383,32 +403,34 @@ void Walk::log_all(const StepValues& v) {
   const StepActions& g = generic_;
   const size_t W = static_cast<size_t>(world_);
   StepBlock& c = rows_;
-  // what every rank logs alike (one loop per column: plain stores the compiler vectorises)
-  const int64_t opt = tr_.c.opt_step, epoch = sampler_.epoch(v.index), seen = tr_.c.samples_seen;
-  for (size_t r = 0; r < W; ++r) c.opt_step[r] = opt, c.epoch[r] = epoch, c.samples_seen[r] = seen;
-  for (size_t r = 0; r < W; ++r) c.lr[r] = v.lr, c.grad_norm[r] = v.grad_norm, c.grad_zero_frac[r] = v.zero_frac;
-  for (size_t r = 0; r < W; ++r) c.param_norm[r] = v.param_norm, c.update_norm[r] = v.update_norm;
-  for (size_t r = 0; r < W; ++r) c.loss_scale[r] = v.scale_used, c.step_ms[r] = v.step_ms;
+  // what every rank logs alike: plain stores, four columns a loop
   // every rank's batch hash, or only those of the ranks the sink reads (RecordSink::batch_hash_ranks)
   const uint64_t rank_flags = hash_ranks_ ? v.flags & ~StepBlock::kBatchHash : v.flags;
-  for (size_t r = 0; r < W; ++r) c.flags[r] = rank_flags;
+  fill_shared<int64_t>(W, c.opt_step.data(), tr_.c.opt_step, c.epoch.data(), sampler_.epoch(v.index), c.samples_seen.data(),
+              tr_.c.samples_seen, reinterpret_cast<int64_t*>(c.flags.data()), static_cast<int64_t>(rank_flags));
+  fill_shared<double>(W, c.lr.data(), v.lr, c.grad_norm.data(), v.grad_norm, c.grad_zero_frac.data(), v.zero_frac,
+              c.param_norm.data(), v.param_norm);
+  fill_shared<double>(W, c.update_norm.data(), v.update_norm, c.loss_scale.data(), v.scale_used, c.step_ms.data(), v.step_ms,
+              nullptr, 0.0);
   if (hash_ranks_)
     for (const int r : *hash_ranks_)
       if (r >= 0 && r < world_) c.flags[r] = v.flags;
   fill_rows(v.s, v.index, v.loss_avg, v.t_end);
   // a rank's own gradient is fp16 before the all-reduce: it underflows as the global one does
-  gauss_draws(step_key(seed_, 6, v.s), 0, W, draws_.data());
+  const uint64_t k_local = step_key(seed_, 6, v.s);
   const double gnk = v.gn * kLocalOverGlobal, kept = 1 - v.zero_frac;
-  const bool zero_g = RunPlan::contributes_zeros(g);
-  for (size_t r = 0; r < W; ++r)
-    c.local_grad_norm[r] = zero_g ? 0.0
-                           : g.inject_inf ? std::numeric_limits<double>::infinity()
-                                          : gnk * (1 + 0.05 * draws_[r]) * kept;
+  if (RunPlan::contributes_zeros(g)) {
+    std::fill_n(c.local_grad_norm.data(), W, 0.0);
+  } else if (g.inject_inf) {
+    std::fill_n(c.local_grad_norm.data(), W, std::numeric_limits<double>::infinity());
+  } else {
+    gauss_draws(k_local, 0, W, Noise{gnk, 1, 0.05, kept}, c.local_grad_norm.data());
+  }
   for (const int r : targeted_ranks_) {
     const StepActions& a = act(r);
     c.local_grad_norm[r] = RunPlan::contributes_zeros(a) ? 0.0
                            : a.inject_inf ? std::numeric_limits<double>::infinity()
-                                          : gnk * (1 + 0.05 * draws_[r]) * kept;
+                                          : Noise{gnk, 1, 0.05, kept}(gauss(draw(k_local, r)));
   }
   // every row carries every field; with no logger frozen every row logs step s (else seal() looks)
   bool frozen = g.freeze_logging;
@@ -418,7 +440,7 @@ void Walk::log_all(const StepValues& v) {
   } else {
     c.all_has = StepBlock::kAllFields;
     c.lockstep = W > 0;
-    c.t_max = latest(c.t.data(), W);
+    c.t_max = W > 0 ? lanes_max(c.t[0], c.t.data() + 1, W - 1) : StepBlock::kNaN;  // the latest t
   }
   for (const int r : onset_ranks_) {  // the fault's onset in run time (OnsetClock reads step records)
     rec_ = Record{};
@@ -448,15 +470,9 @@ void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
   StepBlock& c = rows_;
   const size_t W = static_cast<size_t>(world_);
   const StepActions& g = generic_;
-  unif_draws(step_key(seed_, 5, s), 0, W, draws_.data());
-  const bool frozen = g.freeze_logging;
-  for (size_t r = 0; r < W; ++r) {
-    c.step[r] = tr_.logged_step[r];
-    c.loss[r] = tr_.logged_loss[r];
-    c.loss_avg[r] = frozen ? tr_.logged_loss[r] : loss_avg;
-    c.t[r] = t_end + 1e-4 * draws_[r];  // ranks write a fraction of a ms apart
-    c.comm_ms[r] = cmax_ - compute_[r] + comm_ms_;
-  }
+  fill_logged(W, tr_.logged_step.data(), tr_.logged_loss.data(), compute_.data(), g.freeze_logging, loss_avg, cmax_,
+              comm_ms_, c.step.data(), c.loss.data(), c.loss_avg.data(), c.comm_ms.data());
+  unif_draws(step_key(seed_, 5, s), 0, W, Offset{t_end, 1e-4}, c.t.data());  // a fraction of a ms apart
   for (const int r : targeted_ranks_)
     c.loss_avg[r] = RunPlan::logged_loss_avg({tr_.logged_step[r], tr_.logged_loss[r]}, act(r), loss_avg);
   if (hash_ranks_) {
@@ -465,7 +481,12 @@ void Walk::fill_rows(int64_t s, int64_t index, double loss_avg, double t_end) {
         sampler_.ids(index, r, ids_.data());
         c.batch_hash[r] = batch_hash(ids_.data(), ids_.size());
       }
+  } else if (sampler_.fits32()) {  // every rank's batch: ids made and hashed in registers (lanes.h)
+    uint32_t first = 0;
+    const Permutation32 p = sampler_.permutation32(index, &first);
+    sampler_batch_hashes(p, first, static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
   } else {
+    slot_ids_.resize(static_cast<size_t>(sampler_.global));
     sampler_.slot_ids(index, slot_ids_.data());  // every rank's batch, by position
     batch_hashes(slot_ids_.data(), static_cast<int>(sampler_.per_rank), W, c.batch_hash.data());
   }

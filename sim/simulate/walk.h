@@ -86,6 +86,7 @@ class Walk {
   StepActions generic_;
   std::vector<StepActions> targeted_;
   std::vector<double> next_hb_, compute_, loss_, draws_;
+  std::vector<uint32_t> due_;            // the ranks with a heartbeat due in the step (lanes.h due_ranks)
   std::vector<char> replay_;             // the rank trains on a batch already trained on
   std::vector<int64_t> ids_, slot_ids_;  // one rank's batch; every rank's by position in the batch
   std::vector<int> onset_ranks_;         // the ranks whose step records OnsetClock reads
