@@ -128,7 +128,7 @@ class Probe:
         self._native = native.load(say=self.rank == 0)  # one pass a statistic on CPU (None: torch calls)
         self._grads = FlatCopy()  # the gradients, where no DDP hook sees them (no DDP) and not native
         self._update = UpdateNorms(self._native)  # param_sq and update_sq, from a snapshot before the update
-        self._scratch = {}       # per DDP bucket: a buffer for its nonzero count
+        self._scratch = {}       # per DDP bucket: a buffer for its nonzero count (the torch calls' path)
         self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
         self._reset_step_stats()
@@ -409,14 +409,15 @@ class Probe:
             def after(f):  # may run on the process group's thread: a scratch buffer per bucket
                 v = f.value()
                 t = (v[0] if isinstance(v, list) else v).detach()
-                scratch = self._scratch.get(index)
-                dtype = scratch_dtype(t)
-                if scratch is None or scratch.shape != t.shape or scratch.device != t.device or scratch.dtype != dtype:
-                    scratch = self._scratch[index] = torch.empty(t.shape, dtype=dtype, device=t.device)
                 g = self._native.grad_stats_of((t,)) if self._native is not None else None
                 if g is not None:
                     self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
-                else:
+                else:  # torch calls: the signs counted in a scratch buffer kept for this bucket
+                    scratch = self._scratch.get(index)
+                    dtype = scratch_dtype(t)
+                    if scratch is None or scratch.shape != t.shape or scratch.device != t.device or \
+                            scratch.dtype != dtype:
+                        scratch = self._scratch[index] = torch.empty(t.shape, dtype=dtype, device=t.device)
                     self._vals += (("grad_sq", sq_norm(t)), ("nonzero", nonzeros(t, scratch)))
                 self._numel += t.numel()
                 self._bucket_grads = True
