@@ -208,11 +208,11 @@ class UpdateNorms:
             self.native.gather_of(params, self._flat)
 
     def after(self, params, key):
-        native = self._native_ok(params)
+        got = None  # the native pass over this update's snapshot (it checks the tensors itself)
+        if self._has == "native" and self._flat_key == key:
+            got = self.native.update_stats_of(params, self._flat)  # None: the sizes changed since
+        native = got is not None or self._native_ok(params)
         if native:
-            got = None
-            if self._has == "native" and self._flat_key == key:
-                got = self.native.update_stats_of(params, self._flat)  # None: the sizes changed since
             if got is not None:
                 out = [("param_sq", got[0]), ("update_sq", got[1])]
             else:  # no snapshot before this update: the norm, and one for the next update
