@@ -27,7 +27,7 @@ NATIVE_ENV = "FLATLINE_PROBE_NATIVE"   # "0": never compile or load the native s
 CC_ENV = "CC"                          # the C compiler, with any arguments (default: cc)
 CACHE_ENV = "XDG_CACHE_HOME"           # the cache's parent (default: ~/.cache)
 COMPILE_TIMEOUT_S = 120
-CFLAGS = ["-O3", "-fopenmp-simd", "-fno-math-errno", "-shared", "-fPIC", "-x", "c"]  # C even to a C++ driver
+CFLAGS = ["-O3", "-shared", "-fPIC", "-x", "c"]  # C even to a C++ driver
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats.c")
 _F32, _STRIDED = torch.float32, torch.strided
