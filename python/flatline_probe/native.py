@@ -11,6 +11,7 @@ or not contiguous take the torch path too (the `*_of` methods return None for th
 Several ranks starting at once compile into their own temporary file and rename it into place, so a
 reader never loads a half-written library.
 """
+import array
 import ctypes
 import hashlib
 import os
@@ -116,16 +117,34 @@ class Stats:
         lib.flatline_grad_stats.argtypes = [i64, p, p, dp, ctypes.POINTER(i64)]
         lib.flatline_gather.argtypes = [i64, p, p, p]
         lib.flatline_update_stats.argtypes = [i64, p, p, p, dp, dp]
+        lib.flatline_blake2b64.argtypes = [i64, p, p]
+        lib.flatline_blake2b64.restype = ctypes.c_uint64
         for f in (lib.flatline_grad_stats, lib.flatline_gather, lib.flatline_update_stats):
             f.restype = None
         self.lib = lib
 
     @staticmethod
     def _args(ts):
-        """(k, pointer array, count array, total count) of the tensors."""
-        counts = [t.numel() for t in ts]
+        """(k, pointer array, count array, total count) of the tensors; the arrays are array.array('q')s
+        (made from a list in one C loop, where a ctypes array converts element by element), passed by
+        address: the caller keeps them alive across the call."""
+        ptrs = array.array("q", [t.data_ptr() for t in ts])
+        counts = array.array("q", [t.numel() for t in ts])
+        return len(ts), ptrs, counts, sum(counts)
+
+    def blake2b64_of(self, ts):
+        """hashlib.blake2b(digest_size=8) of the tensors' bytes one after the other, as its hexdigest; None
+        where one is not a contiguous CPU tensor (or is empty: no pointer to read)."""
         k = len(ts)
-        return k, (ctypes.c_void_p * k)(*[t.data_ptr() for t in ts]), (ctypes.c_int64 * k)(*counts), sum(counts)
+        ptrs, sizes = [], []
+        for t in ts:
+            if not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
+                return None
+            ptrs.append(t.data_ptr())
+            sizes.append(t.numel() * t.element_size())
+        ptrs, sizes = array.array("q", ptrs), array.array("q", sizes)
+        h = self.lib.flatline_blake2b64(k, ptrs.buffer_info()[0], sizes.buffer_info()[0])
+        return h.to_bytes(8, "little").hex()
 
     def grad_stats_of(self, ts):
         """(sum of squares, nonzero count, element count) of the tensors, or None off the native path."""
@@ -133,7 +152,8 @@ class Stats:
             return None
         k, ptrs, counts, total = self._args(ts)
         s, c = ctypes.c_double(), ctypes.c_int64()
-        self.lib.flatline_grad_stats(k, ptrs, counts, ctypes.byref(s), ctypes.byref(c))
+        self.lib.flatline_grad_stats(k, ptrs.buffer_info()[0], counts.buffer_info()[0], ctypes.byref(s),
+                                     ctypes.byref(c))
         return s.value, c.value, total
 
     def gather_of(self, ts, flat):
@@ -144,7 +164,7 @@ class Stats:
         k, ptrs, counts, total = self._args(ts)
         if total != flat.numel():
             return False
-        self.lib.flatline_gather(k, ptrs, counts, flat.data_ptr())
+        self.lib.flatline_gather(k, ptrs.buffer_info()[0], counts.buffer_info()[0], flat.data_ptr())
         return True
 
     def update_stats_of(self, ts, before):
@@ -156,5 +176,6 @@ class Stats:
         if total != before.numel():
             return None
         ps, us = ctypes.c_double(), ctypes.c_double()
-        self.lib.flatline_update_stats(k, ptrs, counts, before.data_ptr(), ctypes.byref(ps), ctypes.byref(us))
+        self.lib.flatline_update_stats(k, ptrs.buffer_info()[0], counts.buffer_info()[0], before.data_ptr(),
+                                       ctypes.byref(ps), ctypes.byref(us))
         return ps.value, us.value

@@ -56,6 +56,56 @@ class NativeStatsTest(unittest.TestCase):
         ps2, us2 = STATS.update_stats_of(p, before)  # nothing changed since
         self.assertEqual((ps2, us2), (ps, 0.0))
 
+    def test_whole_blocks_sum_in_float32_and_the_blocks_in_double(self):
+        # 1000 elements: three whole blocks of 256 and a tail of 232; small integers: every sum exact
+        x = (torch.arange(1000) % 31 - 15).float()
+        y = torch.zeros(512)  # two blocks of zeros
+        s, nz, n = STATS.grad_stats_of([x, y])
+        self.assertEqual(s, float((x.double() ** 2).sum()))
+        self.assertEqual(nz, int((x != 0).sum()))
+        self.assertEqual(n, 1512)
+
+    def test_a_block_whose_float32_sum_is_not_finite_is_summed_again_in_double(self):
+        x = torch.ones(1024)
+        x[300] = 3e19  # its square overflows float32: block 1 is summed again in double, the others not
+        s, nz, _ = STATS.grad_stats_of([x])
+        want = 1023.0 + float(x[300]) ** 2
+        self.assertLess(abs(s - want), 1e-12 * want)
+        self.assertEqual(nz, 1024)
+        x[700] = float("nan")  # a NaN in a block: the sum is NaN (the probe then drops the count)
+        self.assertTrue(math.isnan(STATS.grad_stats_of([x])[0]))
+        p, before = [torch.ones(768)], torch.zeros(768)
+        p[0][600] = -2e20  # the update's blocks too: the snapshot is refreshed on both ways
+        ps, us = STATS.update_stats_of(p, before)
+        want = 767.0 + float(p[0][600]) ** 2
+        self.assertLess(abs(ps - want), 1e-12 * want)
+        self.assertLess(abs(us - want), 1e-12 * want)
+        self.assertTrue(torch.equal(before, p[0]))
+
+    def test_float32_blocks_keep_the_relative_error_under_2e_6(self):
+        torch.manual_seed(0)
+        xs = [torch.randn(100_003) * 1e-3, torch.randn(4096) * 50.0, torch.randn(257)]
+        s, _, _ = STATS.grad_stats_of(xs)
+        want = sum(float((x.double() ** 2).sum()) for x in xs)
+        self.assertLess(abs(s - want), 2e-6 * want)
+        before = torch.cat([x + torch.randn_like(x) * 1e-4 for x in xs])
+        d = torch.cat(xs) - before  # in float32, as the pass takes it
+        ps, us = STATS.update_stats_of(xs, before)
+        self.assertLess(abs(ps - want), 2e-6 * want)
+        want_us = float((d.double() ** 2).sum())
+        self.assertLess(abs(us - want_us), 2e-6 * want_us)
+
+    def test_the_batch_hash_is_hashlibs_blake2b_of_the_bytes(self):
+        import hashlib
+        torch.manual_seed(0)
+        for sizes in ([0], [1], [127], [128], [129], [16, 112], [256, 3, 1000], [4096, 4096]):
+            ts = [torch.randint(-1 << 40, 1 << 40, (n,)) for n in sizes] + [torch.randn(5)]
+            h = hashlib.blake2b(digest_size=8)
+            for t in ts:
+                h.update(t.numpy().tobytes())
+            self.assertEqual(STATS.blake2b64_of(ts), h.hexdigest(), sizes)
+        self.assertIsNone(STATS.blake2b64_of([torch.ones(4, 4).t()]))  # not contiguous: hashlib's path
+
     def test_other_tensors_take_the_torch_path(self):
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4), torch.ones(4, dtype=torch.float64)]))
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4, 4).t()[0]]))  # not contiguous
