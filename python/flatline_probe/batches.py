@@ -21,7 +21,7 @@ def tensors_of(obj):
 
 def bytes_of(t):
     """A tensor's bytes, as a buffer (no copy of a CPU tensor's; a GPU tensor's are read back)."""
-    a = t.detach()
+    a = t.detach() if t.requires_grad else t
     if a.device.type != "cpu":
         a = a.cpu()
     if not a.is_contiguous():

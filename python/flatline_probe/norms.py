@@ -184,10 +184,14 @@ class UpdateNorms:
         return self.native is not None and self.native.plain(params)
 
     def before(self, params, key):
+        versions, self._versions = self._versions, None
+        if versions is not None and versions[0] == "native" and self._flat_key == key and \
+                [p._version for p in params] == versions[1]:
+            self._has = "native"  # the last update's snapshot (its pass checks the tensors again)
+            return
         native = self._native_ok(params)
-        unchanged = self._versions is not None and self._versions[0] == ("native" if native else "torch") \
-            and [p._version for p in params] == self._versions[1]
-        self._versions = None
+        unchanged = versions is not None and versions[0] == ("native" if native else "torch") \
+            and [p._version for p in params] == versions[1]
         if native:
             if not (unchanged and self._flat_key == key):
                 self._snapshot_native(params, key)

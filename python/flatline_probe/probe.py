@@ -12,8 +12,9 @@ optimizer's step hooks); batch_hash (BLAKE2b-64 of the batch's sample ids from t
 of the batch's tensors' bytes; only equality within a run matters to the detectors); heartbeats from a
 thread with the phase; run_start, run_end, checkpoint_save, error and interrupted events.
 
-Scalars are read from the device once per step, after the step's own work (on CUDA from a pinned copy a
-step later, so the probe adds no device synchronisation of its own; GradScaler's is its own).
+Scalars are read from the device once per step, after the step's own work, by the probe's recorder
+thread (telemetry.Recorder), which also fills, encodes and writes the record; on CUDA from a pinned copy,
+so the probe adds no device synchronisation of its own (GradScaler's is its own).
 
 The faults: the plan (FLATLINE_PLAN, faults/plan_json.h) says, per step and rank, what RunPlan decided;
 the probe carries it out where the job's own objects are:
@@ -59,7 +60,7 @@ from .batches import ReplaySampler, bytes_of, tensors_of
 from . import native
 from .norms import FlatCopy, UpdateNorms, device_hash_words, hash_of_words, nonzeros, nonzeros_, scratch_dtype, sq_norm
 from .plan import EXIT_RESTART, PlanError, load_plan, resuming
-from .telemetry import Heartbeat, Writer, finite
+from .telemetry import FLUSH_S, Heartbeat, Recorder, Writer, finite
 
 # What a step's statistics are read as: squared norms and counts are summed over buffers and buckets.
 _SUMMED = ("grad_sq", "local_sq", "nonzero", "param_sq", "update_sq")
@@ -119,7 +120,6 @@ class Probe:
         self._kept_batches = {}
         self._logged = (0, None)  # what the logger showed last (a frozen logger keeps it)
         self._last_end = time.monotonic()
-        self._pending = []       # CUDA: records whose scalars are still being copied
         self._closed = False
         self._ddp = None
         self._lr_saved = None
@@ -132,6 +132,7 @@ class Probe:
         self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
         self._reset_step_stats()
+        self.recorder = Recorder(FLUSH_S, then=self.writer.flush)
         self._event("run_start", f"flatline probe, torch {torch.__version__}, world_size {self.world_size}")
         self.heartbeat = Heartbeat(self, self.plan["heartbeat_s"] if self.plan else 0.5)
         atexit.register(self.close)
@@ -186,7 +187,8 @@ class Probe:
              "name": name}
         if detail:
             r["detail"] = detail
-        self.writer.post(r, now=True)
+        self.recorder.put(self.writer.post, r, True)
+        self.recorder.drain()  # written at once, behind the records before it
 
     def _heartbeat(self):
         if self._closed:
@@ -233,7 +235,6 @@ class Probe:
     def _stop_for_restart(self):
         """Before step restart_at + 1: stop_for_restart, then exit status 3 once every rank is here (a
         barrier: no rank leaves a peer waiting in a collective or a checkpoint's)."""
-        self._flush_pending()
         frm = self._resume_plan["from_step"] if self._resume_plan else -1
         self._event("stop_for_restart", f"after step {self.step}: the scenario's restart (flatline starts the job "
                                         f"again; it resumes from its checkpoint of step {frm})")
@@ -280,10 +281,11 @@ class Probe:
         self._stepped = False
         self._update.forget()
         self._loss = None
-        self._batch_hash = None
+        self._hash_src = None    # (the batch's sample ids or None, its tensors), hashed at the step's end
         self._hash_words = None  # a GPU batch's hash words, on the device (read with the statistics)
         self._batch_seen = False
         self._lr_used = None
+        self._step_params = self._step_key = None  # the parameters before_update() read, and their key
 
     def begin_step(self):
         """The step after the last completed one begins (idempotent)."""
@@ -309,8 +311,9 @@ class Probe:
         return loss
 
     def batch(self, batch, ids=None):
-        """The step's batch: hashed (its sample ids, else its tensors' bytes) and, where the plan replays
-        an earlier batch, overwritten in place with it. Returns the batch."""
+        """The step's batch: kept to be hashed at the step's end (its sample ids, else its tensors' bytes:
+        _hash_batch) and, where the plan replays an earlier batch, overwritten in place with it. Returns
+        the batch."""
         self.begin_step()
         self._batch_seen = True
         step = self.cur
@@ -329,20 +332,30 @@ class Probe:
         elif step - 1 in self._replayed and ids is None:
             self._kept_batches[step - 1] = [t.detach().clone() for t in tensors]
         self.phase = "compute"
-        if not self._logging:  # no record this step: no hash
-            return batch
-        if ids is None and any(t.is_cuda for t in tensors):  # read back a step later, with the statistics
-            self._hash_words = device_hash_words(tensors)
-            return batch
+        if self._logging:  # (no record this step: no hash)
+            self._hash_src = (ids, tensors)
+        return batch
+
+    def _hash_batch(self, rec):
+        """The step's batch hashed, at its end: where the hashing costs the least (the probe's code is warm
+        there) and the batch is the one trained (a loop that refills a static input buffer does so for the
+        next step). On a GPU the hash's words are summed there and read with the statistics."""
+        ids, tensors = self._hash_src
+        if ids is None:
+            got = self._native.blake2b64_of(tensors) if self._native is not None else None
+            if got is not None:  # the same digest as hashlib's below, in one native call
+                rec["batch_hash"] = got
+                return
+            if any(t.is_cuda for t in tensors):
+                self._hash_words = device_hash_words(tensors)
+                return
         h = hashlib.blake2b(digest_size=8)
         if ids is not None:
             h.update(",".join(str(int(i)) for i in ids).encode())
         else:
             for t in tensors:
                 h.update(bytes_of(t))
-        self._batch_hash = h.hexdigest()
-        self.phase = "compute"
-        return batch
+        rec["batch_hash"] = h.hexdigest()
 
     def wrap_batch_sampler(self, batch_sampler):
         """A batch sampler (or a sampler with .batch_size) for the DataLoader's batch_sampler=."""
@@ -450,33 +463,49 @@ class Probe:
         self.phase = "optimizer"
         params = self._params()
         if self._logging:
-            with torch.no_grad():
-                if not self._bucket_grads:  # no DDP hook saw them: the norms here
-                    grads = [p.grad for p in params]
-                    if any(g is None for g in grads):
-                        with_grad = [(p, g) for p, g in zip(params, grads) if g is not None]
-                        key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
-                    else:
-                        key = self._params_key(params)
-                    if any(g.layout is not torch.strided for g in grads):  # nn.Embedding(sparse=True)
-                        grads = self._sparse_grad_stats(grads)
-                    g = self._native.grad_stats_of(grads) if grads and self._native is not None else None
-                    if g is not None:
-                        self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
-                        self._numel += g[2]
-                    elif grads:
-                        for flat in self._grads.copy(grads, key):
-                            self._vals.append(("grad_sq", sq_norm(flat)))
-                            self._vals.append(("nonzero", nonzeros_(flat)))  # the copy is ours to overwrite
-                            self._numel += flat.numel()
-                self._update.before(params, self._params_key(params))
+            key = self._step_key = self._params_key(params)
+            self._step_params = params  # after_update() reads the same list
+            if not self._bucket_grads:  # no DDP hook saw them: the norms here
+                self._grad_stats(params, key)
+            self._update.before(params, key)  # (its copies are made under no_grad: FlatCopy)
         groups = self._groups()
-        self._lr_saved = [g["lr"] for g in groups]
         f = self._lr_factor_at(self.cur)
-        for i, g in enumerate(groups):
-            base = self._lr_pinned[i] if self._lr_pinned is not None and self._act.get("scheduler_frozen") else g["lr"]
-            g["lr"] = base * f
-        self._lr_used = groups[0]["lr"]  # the job's own lr is given back after the update
+        frozen = self._lr_pinned is not None and self._act.get("scheduler_frozen")
+        if f != 1.0 or frozen:  # the job's own lr is given back after the update
+            self._lr_saved = [g["lr"] for g in groups]
+            for i, g in enumerate(groups):
+                g["lr"] = (self._lr_pinned[i] if frozen else g["lr"]) * f
+        self._lr_used = groups[0]["lr"]
+
+    def _grad_stats(self, params, key):
+        """The gradients' squared norm and nonzero count, where no DDP hook took them: one native pass where
+        every parameter has a plain gradient (native.py), else per kind (sparse ones apart) with torch calls."""
+        grads = [p.grad for p in params]
+        g = None
+        if self._native is not None:
+            try:
+                g = self._native.grad_stats_of(grads)
+            except AttributeError:  # a parameter without a gradient (None): taken apart below
+                pass
+        if g is not None:
+            self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
+            self._numel += g[2]
+            return
+        if any(g is None for g in grads):
+            with_grad = [(p, g) for p, g in zip(params, grads) if g is not None]
+            key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
+        with torch.no_grad():
+            if any(g.layout is not torch.strided for g in grads):  # nn.Embedding(sparse=True)
+                grads = self._sparse_grad_stats(grads)
+            g = self._native.grad_stats_of(grads) if grads and self._native is not None else None
+            if g is not None:
+                self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
+                self._numel += g[2]
+            elif grads:
+                for flat in self._grads.copy(grads, key):
+                    self._vals.append(("grad_sq", sq_norm(flat)))
+                    self._vals.append(("nonzero", nonzeros_(flat)))  # the copy is ours to overwrite
+                    self._numel += flat.numel()
 
     def _sparse_grad_stats(self, grads):
         """The squared norm and nonzero count of the sparse gradients among `grads` (over their coalesced
@@ -495,9 +524,11 @@ class Probe:
         self._stepped = True
         self.opt_step += 1
         if self._logging:
-            params = self._params()
-            with torch.no_grad():
-                self._vals += self._update.after(params, self._params_key(params))
+            params, key = self._step_params, self._step_key
+            if params is None:  # no before_update() this step
+                params = self._params()
+                key = self._params_key(params)
+            self._vals += self._update.after(params, key)
         if self._lr_saved is not None:
             for g, lr in zip(self._groups(), self._lr_saved):
                 g["lr"] = lr
@@ -561,11 +592,15 @@ class Probe:
             rec["overflow"] = rec["skipped"] = not self._stepped
         else:  # no loss scaling: the contract's 1, and no step is skipped for an overflow
             rec["loss_scale"], rec["overflow"], rec["skipped"] = 1.0, False, False
-        if self._batch_hash:
-            rec["batch_hash"] = self._batch_hash
+        if self._hash_src is not None:
+            self._hash_batch(rec)
         hash_words = self._hash_words
         rec["step_ms"] = (now - self._last_end) * 1e3
-        how = (self._numel, self._bucket_grads, bool(a.get("freeze_logging")))
+        if a.get("freeze_logging"):  # the logger shows what it showed last
+            frozen = self._logged
+        else:
+            frozen, self._logged = None, (step, self._loss)
+        how = (self._numel, self._bucket_grads, frozen)
         self._last_end = now
         self.step, self.cur = step, None
         self.phase = "data"
@@ -573,30 +608,34 @@ class Probe:
         self._post_step(rec, vals, hash_words, how)
 
     def _post_step(self, rec, vals, hash_words, how):
-        names = [n for n, _ in vals]
+        """Queues the record for the recorder's thread, which reads its values (_record_*)."""
         cuda = hash_words.device if hash_words is not None else \
             next((t.device for _, t in vals if torch.is_tensor(t) and t.is_cuda), None)
-        if cuda is not None:  # copied to pinned memory, read a step later (no sync of the probe's own)
-            dev = torch.stack([torch.as_tensor(t).detach().reshape(()).to(cuda, torch.float64) for _, t in vals]) \
-                if vals else \
-                torch.zeros(0, dtype=torch.float64, device=cuda)
-            if hash_words is not None:
-                dev = torch.cat([dev, hash_words])
-                names = names + ["hash_word"] * hash_words.numel()
-            host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
-            host.copy_(dev, non_blocking=True)
-            ev = torch.cuda.Event()
-            ev.record()
-            self._pending.append((rec, names, host, ev, how))
-            self._flush_pending(keep=1)
-        else:  # on the CPU a read is no synchronisation
-            self._fill(rec, names, [t.item() if torch.is_tensor(t) else t for _, t in vals], how)
+        if cuda is None:  # 0-d CPU tensors and floats: read there
+            self.recorder.put(self._record_cpu, rec, vals, how)
+            return
+        # copied to pinned memory, read on the recorder's thread (no sync here)
+        names = [n for n, _ in vals]
+        dev = torch.stack([torch.as_tensor(t).detach().reshape(()).to(cuda, torch.float64) for _, t in vals]) \
+            if vals else \
+            torch.zeros(0, dtype=torch.float64, device=cuda)
+        if hash_words is not None:
+            dev = torch.cat([dev, hash_words])
+            names = names + ["hash_word"] * hash_words.numel()
+        host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
+        host.copy_(dev, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record()
+        self.recorder.put(self._record_copied, rec, names, host, ev, how)
 
-    def _flush_pending(self, keep=0):
-        while len(self._pending) > keep:
-            rec, names, host, ev, how = self._pending.pop(0)
-            ev.synchronize()
-            self._fill(rec, names, host.tolist(), how)
+    def _record_cpu(self, rec, vals, how):
+        """On the recorder's thread: the step's CPU values read, the record filled and posted."""
+        self._fill(rec, [n for n, _ in vals], [x.item() if torch.is_tensor(x) else x for _, x in vals], how)
+
+    def _record_copied(self, rec, names, host, ev, how):
+        """On the recorder's thread: the device's copy waited for, the record filled and posted."""
+        ev.synchronize()
+        self._fill(rec, names, host.tolist(), how)
 
     def _fill(self, rec, names, values, how):
         """The record's statistics from the step's values: norms are the roots of the summed squares (under a
@@ -627,18 +666,16 @@ class Probe:
                 rec[k] = out[k]
         if "nonzero" in v and numel and not math.isnan(v.get("grad_sq", 0.0)):  # (a NaN's sign is 0)
             rec["grad_zero_frac"] = 1.0 - v["nonzero"] / numel
-        if frozen:  # the logger shows what it showed last
-            rec["step"], last_loss = self._logged
+        if frozen is not None:  # the logger shows what it showed last
+            rec["step"], last_loss = frozen
             if torch.is_tensor(last_loss):
                 last_loss = float(last_loss)
-            if last_loss is None:
-                rec.pop("loss", None)
-            else:
+            if finite(last_loss):
                 rec["loss"] = last_loss
-        elif rec["step"] >= self._logged[0]:  # (a CUDA record is filled a step late)
-            self._logged = (rec["step"], rec.get("loss"))
+            else:
+                rec.pop("loss", None)
         every = self.plan["log_every"] if self.plan else 1
-        if rec["step"] % every == 0 or frozen:
+        if rec["step"] % every == 0 or frozen is not None:
             self.writer.post(rec)
 
     # ---- the end ----------------------------------------------------------------------------------
@@ -647,13 +684,14 @@ class Probe:
             return
         self._closed = True
         self.heartbeat.stop()
+        self.recorder.stop()
+        self.recorder.drain()
         self.writer.close()
 
     def close(self):
         """The run ended normally: pending records, then run_end (also at interpreter exit)."""
         if self._closed:
             return
-        self._flush_pending()
         self._event("run_end", f"{self.step} steps")
         self._close_writer()
 

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import torch
@@ -249,6 +250,32 @@ class ProbeTest(unittest.TestCase):
         self.assertEqual(due, [3, 6])
         saves = [r["step"] for r in records(self.dir) if r.get("name") == "checkpoint_save"]
         self.assertEqual(saves, [3, 6])
+        # an event is written behind the records before it: each save right after its step's record
+        order = [(r["kind"], r["step"]) for r in records(self.dir) if r["kind"] in ("step", "event")]
+        for s in (3, 6):
+            self.assertEqual(order[order.index(("step", s)) + 1], ("event", s))
+
+    def test_step_records_reach_the_file_while_the_job_runs(self):
+        # the recorder's thread fills and writes them within about FLUSH_S; nothing waits for close()
+        from flatline_probe import telemetry
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan())
+        for _ in range(5):
+            loss = probe.loss(torch.nn.functional.mse_loss(model(torch.ones(4, 2)), torch.zeros(4, 1)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            steps = [r["step"] for r in records(self.dir) if r["kind"] == "step"]
+            if len(steps) == 5:
+                break
+            time.sleep(telemetry.FLUSH_S)
+        self.assertEqual(steps, [1, 2, 3, 4, 5])
+        self.assertFalse(any(r.get("name") == "run_end" for r in records(self.dir)))
+        probe.close()
 
     def test_the_job_stops_for_the_restart_with_exit_status_3_before_the_next_step(self):
         p = plan(steps=10)

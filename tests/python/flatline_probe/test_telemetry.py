@@ -1,5 +1,6 @@
-"""The probe's writer (python/flatline_probe/telemetry.py, docs/DESIGN.md §16): heartbeats and events at
-once, step records within FLUSH_S, whole lines only, a failed write named once."""
+"""The probe's writer and recorder (python/flatline_probe/telemetry.py, docs/DESIGN.md §16): heartbeats and
+events at once, step records within FLUSH_S, whole lines only, a failed write named once; the recorder's
+work done in order, on its thread or by drain(), a failing item named and the rest done."""
 import contextlib
 import io
 import json
@@ -9,7 +10,7 @@ import time
 import unittest
 
 from flatline_probe import telemetry
-from flatline_probe.telemetry import Writer
+from flatline_probe.telemetry import Recorder, Writer
 
 
 def lines(path):
@@ -61,6 +62,54 @@ class WriterTest(unittest.TestCase):
         self.assertIn(f"{self.path}: cannot write 1 record(s), the last the step record of step 7", err.getvalue())
         self.assertIn("No space left on device", err.getvalue())
         w.close()
+
+
+class RecorderTest(unittest.TestCase):
+    def test_drain_does_the_queue_in_order_on_the_callers_thread(self):
+        r = Recorder(60.0)  # its thread will not get to it
+        done = []
+        for i in range(5):
+            r.put(done.append, i)
+        self.assertEqual(done, [])
+        r.drain()
+        self.assertEqual(done, [0, 1, 2, 3, 4])
+        r.stop()
+
+    def test_its_thread_does_the_queue_within_an_interval_then_calls_then(self):
+        flushed = []
+        r = Recorder(0.01, then=lambda: flushed.append(len(done)))
+        done = []
+        r.put(done.append, "a")
+        r.put(done.append, "b")
+        deadline = time.monotonic() + 5
+        while not flushed and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertEqual(done, ["a", "b"])
+        self.assertEqual(flushed[0], 2)  # after the queue it took
+        r.stop()
+
+    def test_a_failing_item_is_named_and_the_rest_are_done(self):
+        r = Recorder(60.0)
+        done = []
+        r.put(done.append, 1)
+        r.put(lambda: 1 / 0)
+        r.put(done.append, 3)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            r.drain()
+        self.assertEqual(done, [1, 3])
+        self.assertIn("a record could not be made: ZeroDivisionError", err.getvalue())
+        r.stop()
+
+    def test_after_stop_what_is_queued_is_left_for_drain(self):
+        r = Recorder(0.01)
+        r.stop()
+        done = []
+        r.put(done.append, 1)
+        time.sleep(0.05)
+        self.assertEqual(done, [])
+        r.drain()
+        self.assertEqual(done, [1])
 
 
 if __name__ == "__main__":
