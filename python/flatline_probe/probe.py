@@ -393,6 +393,22 @@ class Probe:
         self._ddp = ddp
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         pg = ddp.process_group
+        ws = pg.size()
+
+        def allreduce(bucket):
+            """DDP's default hook (default_hooks.allreduce_hook: divide by the world size first, then sum),
+            calling the process group itself: torch.distributed.all_reduce's checks in Python cost the
+            step more than the call (complex buckets still go through it, for its real view). A Future
+            whose value is the bucket, or a list holding it."""
+            buf = bucket.buffer()
+            if buf.is_complex():
+                return default_hooks.allreduce_hook(pg, bucket)
+            buf.div_(ws)
+            return pg.allreduce([buf]).get_future()
+
+        def bucket_of(f):
+            v = f.value()
+            return v[0] if isinstance(v, list) else v
 
         def hook(state, bucket):
             self.begin_step()
@@ -414,14 +430,14 @@ class Probe:
             if logging:
                 self._vals.append(("local_sq", sq_norm(buf.detach())))
             self.phase = "collective"
-            fut = default_hooks.allreduce_hook(pg, bucket)
+            fut = allreduce(bucket)
             if not logging:
-                return fut
+                return fut.then(bucket_of)
             index = bucket.index()
 
             def after(f):  # may run on the process group's thread: a scratch buffer per bucket
-                v = f.value()
-                t = (v[0] if isinstance(v, list) else v).detach()
+                v = bucket_of(f)
+                t = v.detach()
                 g = self._native.grad_stats_of((t,)) if self._native is not None else None
                 if g is not None:
                     self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
@@ -434,7 +450,7 @@ class Probe:
                     self._vals += (("grad_sq", sq_norm(t)), ("nonzero", nonzeros(t, scratch)))
                 self._numel += t.numel()
                 self._bucket_grads = True
-                return v[0] if isinstance(v, list) else v
+                return v
             return fut.then(after)
         ddp.register_comm_hook(None, hook)
 
