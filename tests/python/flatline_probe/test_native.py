@@ -309,6 +309,33 @@ class UpdateNormsTest(unittest.TestCase):
         got = dict(u.after(p, 1))
         self.assertAlmostEqual(float(got["update_sq"]), 4e-18, delta=1e-24)
 
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_a_native_snapshot_made_float64_under_the_same_version_still_gives_the_update(self):
+        # `p.data = p.data.double()` moves no version counter: before() keeps the native snapshot it
+        # left; after() finds the tensors not plain any more and takes the update from that snapshot
+        p = [torch.ones(300), torch.full((5,), 2.0)]
+        u = UpdateNorms(STATS)
+        u.before(p, 1)
+        u.after(p, 1)
+        u.forget()
+        versions = [t._version for t in p]
+        for t in p:
+            t.data = t.data.double()
+        self.assertEqual([t._version for t in p], versions)
+        u.before(p, 1)
+        with torch.no_grad():
+            p[0][0] += 0.5
+            p[1][4] -= 0.25
+        got = u.after(p, 1)  # (the probe sums a statistic's values)
+        self.assertAlmostEqual(sum(float(v) for k, v in got if k == "update_sq"), 0.25 + 0.0625, places=12)
+        self.assertAlmostEqual(sum(float(v) for k, v in got if k == "param_sq"),
+                               299.0 + 1.5 ** 2 + 4 * 4.0 + 1.75 ** 2, places=9)
+        u.forget()
+        u.before(p, 1)  # the torch path's snapshot from here on
+        with torch.no_grad():
+            p[1][0] += 1.0
+        self.assertAlmostEqual(float(dict(u.after(p, 1))["update_sq"]), 1.0, places=12)
+
 
 
 if __name__ == "__main__":
