@@ -213,8 +213,11 @@ class UpdateNorms:
 
     def after(self, params, key):
         got = None  # the native pass over this update's snapshot (it checks the tensors itself)
+        stale = None  # that snapshot, where the tensors are no longer the native pass's (below)
         if self._has == "native" and self._flat_key == key:
             got = self.native.update_stats_of(params, self._flat)  # None: the sizes changed since
+            if got is None and self._flat.numel() == sum(p.numel() for p in params):
+                stale = self._flat  # `p.data = p.data.double()` moved no version: before() kept it
         native = got is not None or self._native_ok(params)
         if native:
             if got is not None:
@@ -231,6 +234,13 @@ class UpdateNorms:
             if self._has == "torch" and self._before.key == self._after.key:
                 for a, b in zip(after, self._before.flats):  # the difference into the before's buffer
                     out.append(("update_sq", sq_norm(torch.sub(a, b, out=b))))
+            elif stale is not None:  # the update from the native snapshot, a parameter at a time (rare)
+                at = 0
+                with torch.no_grad():
+                    for p in params:
+                        was = stale[at:at + p.numel()].to(p.device, p.dtype)
+                        out.append(("update_sq", sq_norm(torch.sub(p.reshape(-1), was).reshape(-1))))
+                        at += p.numel()
             kept = self._after.nbytes() <= SNAPSHOT_KEEP_BYTES
             if not kept:  # a large model's copies are not kept from one update to the next
                 self._before.release()

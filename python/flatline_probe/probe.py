@@ -46,6 +46,8 @@ out what the faults change about that resume:
   finish_scheduler            the scheduler of a finished schedule: the lr is 0 from then on
 """
 import atexit
+import collections
+import contextlib
 import hashlib
 import math
 import os
@@ -121,6 +123,9 @@ class Probe:
         self._logged = (0, None)  # what the logger showed last (a frozen logger keeps it)
         self._last_end = time.monotonic()
         self._closed = False
+        self._pid = os.getpid()  # a process forked from this one writes nothing (_forked)
+        self._in_write = False   # the main thread is in the writer (a signal's handler waits: _writing)
+        self._signalled = None   # a signal that came then: (signum, why), handled once the write is done
         self._ddp = None
         self._lr_saved = None
         self._lr_pinned = None
@@ -137,6 +142,7 @@ class Probe:
         self.heartbeat = Heartbeat(self, self.plan["heartbeat_s"] if self.plan else 0.5)
         atexit.register(self.close)
         self._install_exit_handlers()
+        os.register_at_fork(after_in_child=self._forked)
         self.sampler = None
         if sampler is not None:
             self.sampler = self.wrap_batch_sampler(sampler)
@@ -188,7 +194,33 @@ class Probe:
         if detail:
             r["detail"] = detail
         self.recorder.put(self.writer.post, r, True)
-        self.recorder.drain()  # written at once, behind the records before it
+        with self._writing():
+            self.recorder.drain()  # written at once, behind the records before it
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """Around the training's thread's own writes (events, the end): a SIGTERM/SIGINT/SIGHUP that comes
+        meanwhile runs its handler in this thread, which holds the writer's lock and may have a record half
+        taken off the recorder's queue; the handler then leaves the signal here, handled at the end."""
+        if self._in_write or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        self._in_write = True
+        try:
+            yield
+        finally:
+            self._in_write = False
+            if self._signalled is not None:
+                self._interrupted(*self._signalled)
+
+    def _forked(self):
+        """In a process forked from the job's (a DataLoader worker, os.fork()): the probe is the parent's.
+        Nothing is written from here (its exit, an exception or a signal would write the parent's queued
+        records again, and a run_end or interrupted of a process that is not the rank); the locks the
+        parent's threads held at the fork are never touched."""
+        self._closed = True
+        self.recorder._items, self.recorder._lock = collections.deque(), threading.RLock()
+        self.writer._fd, self.writer._pending, self.writer._lock = None, [], threading.Lock()
 
     def _heartbeat(self):
         if self._closed:
@@ -238,7 +270,8 @@ class Probe:
         frm = self._resume_plan["from_step"] if self._resume_plan else -1
         self._event("stop_for_restart", f"after step {self.step}: the scenario's restart (flatline starts the job "
                                         f"again; it resumes from its checkpoint of step {frm})")
-        self.writer.flush()
+        with self._writing():
+            self.writer.flush()
         try:
             if torch.distributed.is_available() and torch.distributed.is_initialized():
                 torch.distributed.barrier()
@@ -264,12 +297,25 @@ class Probe:
                 if signal.getsignal(sig) not in (signal.SIG_DFL, signal.default_int_handler):
                     continue  # the job handles it itself
 
-                def on_signal(signum, frame, ppid=ppid):
+                def on_signal(signum, frame, ppid=ppid, prev=signal.getsignal(sig)):
+                    if os.getpid() != self._pid:  # a forked child: the signal does what it did without the probe
+                        if prev is signal.default_int_handler:
+                            prev(signum, frame)
+                        signal.signal(signum, signal.SIG_DFL)
+                        os.kill(os.getpid(), signum)
+                        return
                     who = f"the launcher (pid {ppid}) died" if os.getppid() != ppid else "from outside"
-                    self._event("interrupted", f"{signal.Signals(signum).name} ({who})", step=self.cur or self.step)
-                    self._close_writer()
-                    os._exit(128 + signum)
+                    if self._in_write:  # this thread is inside the writer: handled when it is out (_writing)
+                        self._signalled = (signum, who)
+                        return
+                    self._interrupted(signum, who)
                 signal.signal(sig, on_signal)
+
+    def _interrupted(self, signum, who):
+        self._signalled = None
+        self._event("interrupted", f"{signal.Signals(signum).name} ({who})", step=self.cur or self.step)
+        self._close_writer()
+        os._exit(128 + signum)
 
     # ---- per step ------------------------------------------------------------------------------
     def _reset_step_stats(self):
@@ -698,11 +744,12 @@ class Probe:
     def _close_writer(self):
         if self._closed:
             return
-        self._closed = True
-        self.heartbeat.stop()
-        self.recorder.stop()
-        self.recorder.drain()
-        self.writer.close()
+        with self._writing():
+            self._closed = True
+            self.heartbeat.stop()
+            self.recorder.stop()
+            self.recorder.drain()
+            self.writer.close()
 
     def close(self):
         """The run ended normally: pending records, then run_end (also at interpreter exit)."""

@@ -5,7 +5,8 @@
  *
  * Tensors are given as k pointers to contiguous float32 elements and k element counts. Sums of squares
  * are taken in float32 over blocks of 256 elements and in double over the blocks (below: a relative
- * error under ~2e-6; finite to a norm of ~1e154, where float32 sums overflow past ~1.8e19). Nothing here
+ * error under ~2e-6; finite to a norm of ~1e154, where float32 sums overflow past ~1.8e19; blocks of
+ * elements under ~1e-19, whose squares underflow float32, are summed in double too). Nothing here
  * allocates, keeps a pointer, or touches Python: ctypes releases the interpreter lock around each call.
  *
  *   flatline_grad_stats    sum of squares and the count of elements that are not 0 (-0.0 is 0; a NaN
@@ -32,13 +33,17 @@
  * lane, then the lanes, widened: a relative error under ~2e-6 of the block's sum), and the blocks' sums
  * in double; summing every square in double cost three times as long (the widening is the pass's work).
  * A block whose float32 sum is not finite (an element past ~1.8e19, an inf, a NaN) is summed again in
- * double, so sums stay finite to a norm of ~1e154 and a NaN or an inf comes out as itself. Tensors' last
+ * double, so sums stay finite to a norm of ~1e154 and a NaN or an inf comes out as itself; so is a block
+ * whose float32 sum is under TINY and whose elements are not all 0: squares under float32's smallest
+ * normal (elements under ~1.1e-19) lose digits or become 0 there, and only such a sum can hold enough of
+ * them to matter (each loses under 2^-150: 2^-142 a block, 2^-42 of TINY). Tensors' last
  * elements past a whole block are summed in double. The order of the operations is the source's on
  * every target (no FMA in the clones: no contraction), so a machine gives the same bits either clone. */
 typedef float f8 __attribute__((vector_size(32)));
 typedef int32_t i8 __attribute__((vector_size(32)));
 
 #define BLOCK 256
+#define TINY 0x1p-100 /* a block's float32 sum under this may have lost its subnormal squares (above) */
 
 static inline f8 load8(const float *p) { f8 v; memcpy(&v, p, sizeof v); return v; }
 static inline double lanes_sum(f8 v)
@@ -46,6 +51,11 @@ static inline double lanes_sum(f8 v)
     return (((double)v[0] + v[1]) + ((double)v[2] + v[3])) + (((double)v[4] + v[5]) + ((double)v[6] + v[7]));
 }
 static inline int finite(double x) { return x - x == 0.0; } /* not for inf or NaN (no libm) */
+static inline int any_nonzero(i8 bits) /* or'ed float bits: whether one was neither 0.0 nor -0.0 */
+{
+    const int32_t m = 0x7fffffff;
+    return ((bits[0] | bits[1] | bits[2] | bits[3] | bits[4] | bits[5] | bits[6] | bits[7]) & m) != 0;
+}
 
 static double sq_sum_double(const float *x, int64_t m)
 {
@@ -77,8 +87,9 @@ void flatline_grad_stats(int64_t k, const float *const *ptr, const int64_t *n, d
                 z += (v0 == 0.0f) + (v1 == 0.0f); /* -1 per true */
             }
             const double b = lanes_sum(a0 + a1);
-            s += finite(b) ? b : sq_sum_double(x + i, BLOCK);
-            zeros -= (int64_t)z[0] + z[1] + z[2] + z[3] + z[4] + z[5] + z[6] + z[7];
+            const int64_t bz = -((int64_t)z[0] + z[1] + z[2] + z[3] + z[4] + z[5] + z[6] + z[7]);
+            s += finite(b) && (b >= TINY || bz == BLOCK) ? b : sq_sum_double(x + i, BLOCK);
+            zeros += bz;
         }
         for (; i < m; ++i) {
             const double v = x[i];
@@ -124,6 +135,7 @@ void flatline_update_stats(int64_t k, const float *const *ptr, const int64_t *n,
         int64_t i = 0;
         for (; i + BLOCK <= m; i += BLOCK) {
             f8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
+            i8 nx = {0}, nd = {0}; /* the bits of the elements and of the differences, signs off, or'ed */
             for (int j = 0; j < BLOCK; j += 16) {
                 const f8 x0 = load8(p + i + j), x1 = load8(p + i + j + 8);
                 const f8 d0 = x0 - load8(before + i + j), d1 = x1 - load8(before + i + j + 8);
@@ -131,9 +143,11 @@ void flatline_update_stats(int64_t k, const float *const *ptr, const int64_t *n,
                 a1 += x1 * x1;
                 b0 += d0 * d0;
                 b1 += d1 * d1;
+                nx |= (i8)x0 | (i8)x1;
+                nd |= (i8)d0 | (i8)d1;
             }
             const double pb = lanes_sum(a0 + a1), ub = lanes_sum(b0 + b1);
-            if (finite(pb) && finite(ub)) {
+            if (finite(pb) && finite(ub) && (pb >= TINY || !any_nonzero(nx)) && (ub >= TINY || !any_nonzero(nd))) {
                 ps += pb;
                 us += ub;
                 memcpy(before + i, p + i, BLOCK * sizeof(float)); /* the block, still in L1 */

@@ -82,6 +82,33 @@ class NativeStatsTest(unittest.TestCase):
         self.assertLess(abs(us - want), 1e-12 * want)
         self.assertTrue(torch.equal(before, p[0]))
 
+    def test_a_block_of_tiny_values_is_summed_again_in_double(self):
+        # squares under float32's smallest normal (~1.2e-38, elements under ~1.1e-19) lose their digits or
+        # become 0 in a float32 block sum: a vanishing gradient would read grad_norm 0 with every element
+        # nonzero. Such a block (its float32 sum under 2^-100, and not all zeros) is summed in double.
+        for scale in (1e-20, 1e-30, 1e-44):
+            x = torch.full((1024,), scale)
+            x[::3] = -scale
+            want = float((x.double() ** 2).sum())
+            s, nz, _ = STATS.grad_stats_of([x])
+            self.assertEqual(nz, 1024)
+            self.assertLess(abs(s - want), 1e-12 * want, scale)
+            before = torch.zeros(1024)
+            ps, us = STATS.update_stats_of([x], before)
+            self.assertLess(abs(ps - want), 1e-12 * want, scale)
+            self.assertLess(abs(us - want), 1e-12 * want, scale)  # the update from 0: the elements themselves
+            self.assertTrue(torch.equal(before, x))
+        # a tiny update of ordinary parameters: the parameters' sum stays in float32, the update's not
+        p = torch.full((512,), 1e-13)
+        before = p.clone()
+        p[7] = torch.nextafter(p[7], torch.tensor(1.0))  # a step of float32's spacing there (~1.3e-20)
+        d = float((p[7] - before[7]).double())
+        ps, us = STATS.update_stats_of([p], before)
+        self.assertGreater(d, 0.0)
+        self.assertLess(abs(us - d * d), 1e-12 * d * d)
+        # blocks of exact zeros still take the float32 sum: 0, not NaN
+        self.assertEqual(STATS.grad_stats_of([torch.zeros(1024), torch.full((256,), -0.0)])[:2], (0.0, 0))
+
     def test_float32_blocks_keep_the_relative_error_under_2e_6(self):
         torch.manual_seed(0)
         xs = [torch.randn(100_003) * 1e-3, torch.randn(4096) * 50.0, torch.randn(257)]
@@ -281,6 +308,33 @@ class UpdateNormsTest(unittest.TestCase):
         p[0].add_(1e-9)
         got = dict(u.after(p, 1))
         self.assertAlmostEqual(float(got["update_sq"]), 4e-18, delta=1e-24)
+
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_a_native_snapshot_made_float64_under_the_same_version_still_gives_the_update(self):
+        # `p.data = p.data.double()` moves no version counter: before() keeps the native snapshot it
+        # left; after() finds the tensors not plain any more and takes the update from that snapshot
+        p = [torch.ones(300), torch.full((5,), 2.0)]
+        u = UpdateNorms(STATS)
+        u.before(p, 1)
+        u.after(p, 1)
+        u.forget()
+        versions = [t._version for t in p]
+        for t in p:
+            t.data = t.data.double()
+        self.assertEqual([t._version for t in p], versions)
+        u.before(p, 1)
+        with torch.no_grad():
+            p[0][0] += 0.5
+            p[1][4] -= 0.25
+        got = u.after(p, 1)  # (the probe sums a statistic's values)
+        self.assertAlmostEqual(sum(float(v) for k, v in got if k == "update_sq"), 0.25 + 0.0625, places=12)
+        self.assertAlmostEqual(sum(float(v) for k, v in got if k == "param_sq"),
+                               299.0 + 1.5 ** 2 + 4 * 4.0 + 1.75 ** 2, places=9)
+        u.forget()
+        u.before(p, 1)  # the torch path's snapshot from here on
+        with torch.no_grad():
+            p[1][0] += 1.0
+        self.assertAlmostEqual(float(dict(u.after(p, 1))["update_sq"]), 1.0, places=12)
 
 
 

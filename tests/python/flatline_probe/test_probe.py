@@ -307,6 +307,74 @@ class ProbeTest(unittest.TestCase):
                            text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def run_script(self, script, timeout=60):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"), os.environ.get("PYTHONPATH", "")]))
+        try:
+            return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.fail("the job hung")
+
+    def test_a_signal_while_the_training_thread_writes_an_event_is_handled_after_it(self):
+        # SIGTERM lands while the training's thread holds the writer's lock (writing an event): the handler
+        # waits for the write to end instead of waiting forever for the lock its own thread holds
+        script = (
+            "import os, signal, time, torch\nfrom flatline_probe import attach\n"
+            "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            f"probe = attach({self.dir!r}, model, opt)\n"
+            "write = probe.writer._write\n"
+            "def slow_write(t):\n"
+            "    if b'checkpoint_save' in probe.writer._pending[-1]:\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        for _ in range(100): time.sleep(0.001)  # the handler runs here, the lock held\n"
+            "    write(t)\n"
+            "probe.writer._write = slow_write\n"
+            "for _ in range(3):\n"
+            "    loss = probe.loss(model(torch.ones(4, 2)).square().mean())\n"
+            "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+            "probe.checkpoint_saved('ckpt-3')\n"
+            "time.sleep(5)\nprint('not stopped')\n")
+        r = self.run_script(script)
+        self.assertEqual(r.returncode, 128 + 15, r.stdout + r.stderr)
+        rs = [x for x in records(self.dir) if x["kind"] != "heartbeat"]
+        self.assertEqual([(x["kind"], x.get("name"), x["step"]) for x in rs],
+                         [("event", "run_start", 0), ("step", None, 1), ("step", None, 2), ("step", None, 3),
+                          ("event", "checkpoint_save", 3), ("event", "interrupted", 3)])
+
+    def test_a_forked_child_writes_nothing(self):
+        # a process forked from the job (a DataLoader worker, os.fork()) inherits the probe: its exit, an
+        # exception or a signal there writes no record (no step twice, no second run_end or interrupted)
+        script = (
+            "import os, signal, sys, time, torch\nfrom flatline_probe import attach\n"
+            "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            f"probe = attach({self.dir!r}, model, opt)\n"
+            "def step():\n"
+            "    loss = probe.loss(model(torch.ones(4, 2)).square().mean())\n"
+            "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+            "for how in ('exit', 'raise', 'sigterm', 'sigint'):\n"
+            "    step()  # queued, likely not yet written when the child is forked\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        if how == 'exit': sys.exit(0)\n"
+            "        if how == 'raise': raise RuntimeError('in the child')\n"
+            "        try:\n"
+            "            os.kill(os.getpid(), signal.SIGTERM if how == 'sigterm' else signal.SIGINT)\n"
+            "            time.sleep(5)\n"
+            "        except KeyboardInterrupt:  # SIGINT as the child had it without the probe\n"
+            "            os._exit(7)\n"
+            "        os._exit(9)\n"
+            "    _, status = os.waitpid(pid, 0)\n"
+            "    print(how, os.waitstatus_to_exitcode(status))\n"
+            "step()\nprobe.close()\n")
+        r = self.run_script(script)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.split(), ["exit", "0", "raise", "1", "sigterm", "-15", "sigint", "7"])
+        rs = [x for x in records(self.dir) if x["kind"] != "heartbeat"]
+        self.assertEqual([(x["kind"], x.get("name"), x["step"]) for x in rs],
+                         [("event", "run_start", 0)] + [("step", None, i) for i in range(1, 6)] +
+                         [("event", "run_end", 5)])
+
     def resumed_run(self, restore_sampler=True, finish_scheduler=False):
         # 64 samples in batches of 4: 16 a epoch; resumed from a checkpoint of step 5, three steps more
         p = plan(steps=12)
