@@ -327,7 +327,7 @@ class Probe:
         self._stepped = False
         self._update.forget()
         self._loss = None
-        self._hash_src = None    # (the batch's sample ids or None, its tensors), hashed at the step's end
+        self._batch_hash = None
         self._hash_words = None  # a GPU batch's hash words, on the device (read with the statistics)
         self._batch_seen = False
         self._lr_used = None
@@ -357,9 +357,10 @@ class Probe:
         return loss
 
     def batch(self, batch, ids=None):
-        """The step's batch: kept to be hashed at the step's end (its sample ids, else its tensors' bytes:
-        _hash_batch) and, where the plan replays an earlier batch, overwritten in place with it. Returns
-        the batch."""
+        """The step's batch: hashed (its sample ids, else its tensors' bytes: _hash_batch) before the model
+        sees it (a forward that changes its input in place, an in-place dropout on it, would change the
+        hash of a replayed batch) and, where the plan replays an earlier batch, overwritten in place with
+        it first. Returns the batch."""
         self.begin_step()
         self._batch_seen = True
         step = self.cur
@@ -379,18 +380,16 @@ class Probe:
             self._kept_batches[step - 1] = [t.detach().clone() for t in tensors]
         self.phase = "compute"
         if self._logging:  # (no record this step: no hash)
-            self._hash_src = (ids, tensors)
+            self._hash_batch(ids, tensors)
         return batch
 
-    def _hash_batch(self, rec):
-        """The step's batch hashed, at its end: where the hashing costs the least (the probe's code is warm
-        there) and the batch is the one trained (a loop that refills a static input buffer does so for the
-        next step). On a GPU the hash's words are summed there and read with the statistics."""
-        ids, tensors = self._hash_src
+    def _hash_batch(self, ids, tensors):
+        """The batch's hash into _batch_hash; on a GPU its words are summed there (_hash_words) and read
+        with the step's statistics."""
         if ids is None:
             got = self._native.blake2b64_of(tensors) if self._native is not None else None
             if got is not None:  # the same digest as hashlib's below, in one native call
-                rec["batch_hash"] = got
+                self._batch_hash = got
                 return
             if any(t.is_cuda for t in tensors):
                 self._hash_words = device_hash_words(tensors)
@@ -401,7 +400,7 @@ class Probe:
         else:
             for t in tensors:
                 h.update(bytes_of(t))
-        rec["batch_hash"] = h.hexdigest()
+        self._batch_hash = h.hexdigest()
 
     def wrap_batch_sampler(self, batch_sampler):
         """A batch sampler (or a sampler with .batch_size) for the DataLoader's batch_sampler=."""
@@ -654,8 +653,8 @@ class Probe:
             rec["overflow"] = rec["skipped"] = not self._stepped
         else:  # no loss scaling: the contract's 1, and no step is skipped for an overflow
             rec["loss_scale"], rec["overflow"], rec["skipped"] = 1.0, False, False
-        if self._hash_src is not None:
-            self._hash_batch(rec)
+        if self._batch_hash:
+            rec["batch_hash"] = self._batch_hash
         hash_words = self._hash_words
         rec["step_ms"] = (now - self._last_end) * 1e3
         if a.get("freeze_logging"):  # the logger shows what it showed last

@@ -255,6 +255,34 @@ class ProbeTest(unittest.TestCase):
         for s in (3, 6):
             self.assertEqual(order[order.index(("step", s)) + 1], ("event", s))
 
+    def test_the_batch_is_hashed_before_the_forward_can_change_it(self):
+        # a model that changes its input in place (an in-place dropout on it, say): the hash is the batch's
+        import hashlib
+
+        class ZeroesItsInput(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(2, 1)
+
+            def forward(self, x):
+                out = self.lin(x.clone())
+                x.zero_()
+                return out
+
+        torch.manual_seed(0)
+        model = ZeroesItsInput()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan())
+        xs = [torch.full((4, 2), float(i + 1)) for i in range(3)]
+        want = [hashlib.blake2b(x.numpy().tobytes(), digest_size=8).hexdigest() for x in xs]
+        for x in xs:
+            loss = probe.loss(model(x).pow(2).mean())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        probe.close()
+        self.assertEqual([r["batch_hash"] for r in records(self.dir) if r["kind"] == "step"], want)
+
     def test_step_records_reach_the_file_while_the_job_runs(self):
         # the recorder's thread fills and writes them within about FLUSH_S; nothing waits for close()
         from flatline_probe import telemetry
