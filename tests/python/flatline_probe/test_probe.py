@@ -393,7 +393,7 @@ class ProbeTest(unittest.TestCase):
             "            os._exit(7)\n"
             "        os._exit(9)\n"
             "    _, status = os.waitpid(pid, 0)\n"
-            "    print(how, os.waitstatus_to_exitcode(status))\n"
+            "    print(how, os.waitstatus_to_exitcode(status), flush=True)  # (a child would flush it again)\n"
             "step()\nprobe.close()\n")
         r = self.run_script(script)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
