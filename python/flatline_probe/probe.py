@@ -46,7 +46,6 @@ out what the faults change about that resume:
   finish_scheduler            the scheduler of a finished schedule: the lr is 0 from then on
 """
 import atexit
-import collections
 import contextlib
 import hashlib
 import math
@@ -219,8 +218,8 @@ class Probe:
         records again, and a run_end or interrupted of a process that is not the rank); the locks the
         parent's threads held at the fork are never touched."""
         self._closed = True
-        self.recorder._items, self.recorder._lock = collections.deque(), threading.RLock()
-        self.writer._fd, self.writer._pending, self.writer._lock = None, [], threading.Lock()
+        self.recorder.disown()
+        self.writer.disown()
 
     def _heartbeat(self):
         if self._closed:

@@ -81,6 +81,11 @@ class Writer:
             print(f"flatline probe: {self.path}: cannot write {n} record(s), the last the {kind} record of step "
                   f"{step}: {e.strerror or e}", file=sys.stderr, flush=True)
 
+    def disown(self):
+        """In a process forked from this one: the file and the pending lines are the parent's, and so may
+        be the lock (held at the fork by another thread); nothing is written from here."""
+        self._fd, self._pending, self._lock = None, [], threading.Lock()
+
     def close(self):
         with self._lock:
             if self._pending and self._fd is not None and not self._failed:
@@ -129,6 +134,11 @@ class Recorder:
                 self.drain()
                 if self._then is not None:
                     self._call(self._then, ())
+
+    def disown(self):
+        """In a process forked from this one: what is queued is the parent's, and so may be the lock (held
+        at the fork by a thread the child does not have); both are dropped, nothing is done."""
+        self._items, self._lock = collections.deque(), threading.RLock()
 
     def stop(self):
         """Stops the thread (after the drain in progress); what is still queued is left for drain()."""
