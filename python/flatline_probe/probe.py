@@ -547,25 +547,22 @@ class Probe:
                 g = self._native.grad_stats_of(grads)
             except AttributeError:  # a parameter without a gradient (None): taken apart below
                 pass
-        if g is not None:
-            self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
-            self._numel += g[2]
-            return
-        if any(g is None for g in grads):
-            with_grad = [(p, g) for p, g in zip(params, grads) if g is not None]
-            key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
-        with torch.no_grad():
-            if any(g.layout is not torch.strided for g in grads):  # nn.Embedding(sparse=True)
-                grads = self._sparse_grad_stats(grads)
-            g = self._native.grad_stats_of(grads) if grads and self._native is not None else None
-            if g is not None:
-                self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
-                self._numel += g[2]
-            elif grads:
-                for flat in self._grads.copy(grads, key):
-                    self._vals.append(("grad_sq", sq_norm(flat)))
-                    self._vals.append(("nonzero", nonzeros_(flat)))  # the copy is ours to overwrite
-                    self._numel += flat.numel()
+        if g is None:
+            if any(g is None for g in grads):
+                with_grad = [(p, g) for p, g in zip(params, grads) if g is not None]
+                key, grads = tuple(id(p) for p, _ in with_grad), [g for _, g in with_grad]
+            with torch.no_grad():
+                if any(g.layout is not torch.strided for g in grads):  # nn.Embedding(sparse=True)
+                    grads = self._sparse_grad_stats(grads)
+                g = self._native.grad_stats_of(grads) if grads and self._native is not None else None
+                if g is None:
+                    for flat in self._grads.copy(grads, key) if grads else ():
+                        self._vals.append(("grad_sq", sq_norm(flat)))
+                        self._vals.append(("nonzero", nonzeros_(flat)))  # the copy is ours to overwrite
+                        self._numel += flat.numel()
+                    return
+        self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
+        self._numel += g[2]
 
     def _sparse_grad_stats(self, grads):
         """The squared norm and nonzero count of the sparse gradients among `grads` (over their coalesced
