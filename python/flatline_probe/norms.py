@@ -25,6 +25,7 @@ record's 16 hex digits. Equal batches give equal hashes; the detectors compare h
 run, whose batches are all on one device.
 """
 import hashlib
+import math
 
 import torch
 
@@ -94,9 +95,12 @@ def hash_of_words(words):
 
 
 class FlatCopy:
-    """A copy of a list of tensors in one buffer per device, float32 (float64 where a tensor is), made
-    again only when the caller's key for the list (e.g. the ids of the parameters) or the tensors'
-    shapes, dtypes or devices change (`p.data = ...` and `model.double()` keep a parameter's id).
+    """A copy of a list of tensors in one buffer per device, float32 (float64 where a tensor is float64 or
+    complex128), made again only when the caller's key for the list (e.g. the ids of the parameters) or
+    the tensors' shapes, dtypes or devices change (`p.data = ...` and `model.double()` keep a parameter's
+    id). A complex tensor is copied as its real and imaginary parts (torch.view_as_real: two elements an
+    element, as DDP's buckets hold complex gradients), so the buffer's sum of squares is the sum of |z|^2
+    and a difference of two copies is the complex difference's parts.
 
     copy(tensors, key)  -> the buffers, now holding the tensors' values
     release()           frees the buffers (made again by the next copy)
@@ -106,19 +110,23 @@ class FlatCopy:
         self.key = None
         self.flats = []   # one 1-D buffer per device, in the order the devices first appear
         self._groups = []  # per buffer: (views of it in the tensors' shapes, the tensors' indices or None)
+        self._complex = False  # a tensor is complex: copied as its parts
 
     def _make(self, tensors):
         by_dev = {}
         for i, t in enumerate(tensors):
             by_dev.setdefault(t.device, []).append(i)
         self.flats, self._groups = [], []
+        self._complex = any(t.is_complex() for t in tensors)
         for dev, idx in by_dev.items():
-            dtype = torch.float64 if any(tensors[i].dtype == torch.float64 for i in idx) else torch.float32
-            flat = torch.empty(sum(tensors[i].numel() for i in idx), dtype=dtype, device=dev)
+            wide = any(tensors[i].dtype in (torch.float64, torch.complex128) for i in idx)
+            shapes = [tuple(tensors[i].shape) + ((2,) if tensors[i].is_complex() else ()) for i in idx]
+            flat = torch.empty(sum(math.prod(s) for s in shapes), dtype=torch.float64 if wide else torch.float32,
+                               device=dev)
             views, at = [], 0
-            for i in idx:
-                n = tensors[i].numel()
-                views.append(flat[at:at + n].view(tensors[i].shape))
+            for shape in shapes:
+                n = math.prod(shape)
+                views.append(flat[at:at + n].view(shape))
                 at += n
             self.flats.append(flat)
             self._groups.append((views, None if len(by_dev) == 1 else idx))
@@ -136,6 +144,8 @@ class FlatCopy:
         with torch.no_grad():
             for views, idx in self._groups:
                 src = tensors if idx is None else [tensors[i] for i in idx]
+                if self._complex:  # their parts (a conjugate's resolved first: view_as_real refuses one)
+                    src = [torch.view_as_real(t.resolve_conj()) if t.is_complex() else t for t in src]
                 if _foreach_copy_ is not None:
                     _foreach_copy_(views, src)
                 else:

@@ -59,6 +59,20 @@ class NormsTest(unittest.TestCase):
         self.assertEqual(flat.tolist(), [7, 8])
         self.assertEqual(fc.nbytes(), 8)
 
+    def test_flat_copy_holds_a_complex_tensor_as_its_real_and_imaginary_parts(self):
+        z = torch.tensor([3 + 4j, -1j, 0j], dtype=torch.complex64)
+        r = torch.tensor([2.0])
+        fc = FlatCopy()
+        (flat,) = fc.copy([z, r], key=1)
+        self.assertEqual(flat.dtype, torch.float32)
+        self.assertEqual(flat.tolist(), [3, 4, 0, -1, 0, 0, 2])  # not the real parts alone
+        self.assertEqual(sq_norm(flat).item(), 25 + 1 + 4)  # the sum of |z|^2
+        (flat,) = fc.copy([z.conj(), r], key=1)  # a conjugate view: its values, not its memory
+        self.assertEqual(flat.tolist(), [3, -4, 0, 1, 0, 0, 2])
+        (flat,) = FlatCopy().copy([z.to(torch.complex128)], key=2)  # complex128 keeps its float64 parts
+        self.assertEqual(flat.dtype, torch.float64)
+        self.assertEqual(flat.tolist(), [3, 4, 0, -1, 0, 0])
+
     def test_flat_copy_keeps_float64_and_reads_half_precision_exactly(self):
         fc = FlatCopy()
         (flat,) = fc.copy([torch.tensor([0.1], dtype=torch.float64), torch.tensor([1.5]).half()], key=0)

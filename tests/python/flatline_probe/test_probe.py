@@ -75,6 +75,32 @@ class ProbeTest(unittest.TestCase):
         for r in steps:
             self.assertLess(abs(r["update_norm"] - 0.1 * r["grad_norm"]), 1e-5 * r["update_norm"])
 
+    def test_a_complex_parameters_norms_count_its_imaginary_parts(self):
+        torch.manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(6, 3, dtype=torch.complex64))
+        b = torch.nn.Parameter(torch.randn(3))
+        opt = torch.optim.SGD([w, b], lr=0.1)
+        probe = attach(self.dir, None, opt, plan=plan())
+        want = []
+        for step in range(3):
+            x = torch.randn(4, 6, dtype=torch.complex64)
+            loss = probe.loss(((x @ w).abs() + b).pow(2).mean())
+            opt.zero_grad()
+            loss.backward()
+            before = [w.detach().clone(), b.detach().clone()]
+            grad_sq = float((w.grad.abs() ** 2).sum() + (b.grad ** 2).sum())
+            opt.step()
+            want.append((grad_sq ** 0.5, float((w.detach().abs() ** 2).sum() + (b.detach() ** 2).sum()) ** 0.5,
+                         float(((w.detach() - before[0]).abs() ** 2).sum() + ((b.detach() - before[1]) ** 2).sum()) ** 0.5))
+        probe.close()
+        steps = [r for r in records(self.dir) if r["kind"] == "step"]
+        self.assertEqual(len(steps), 3)
+        for r, (g, p, u) in zip(steps, want):
+            self.assertAlmostEqual(r["grad_norm"], g, delta=1e-6 * g)
+            self.assertAlmostEqual(r["param_norm"], p, delta=1e-6 * p)
+            self.assertAlmostEqual(r["update_norm"], u, delta=1e-5 * u)
+            self.assertEqual(r["grad_zero_frac"], 0.0)
+
     def test_lr_factor_scales_the_update_and_gives_the_jobs_lr_back(self):
         steps, _, opt = train(self.dir, plan(lr_factor=[[3, 0.5], [4, 0.0]]))
         self.assertAlmostEqual(steps[2]["lr"], 0.05)
