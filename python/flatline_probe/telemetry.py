@@ -17,7 +17,7 @@ A write that fails is reported on stderr with the file and the OS's reason, and 
 
 The step records are finished off the training's thread (`Recorder`): the training's thread queues what
 a step gave (its 0-d tensors and sums, the device's copies still on their way), and a thread of the
-probe's own, every FLUSH_S, reads them, fills the records, encodes them and writes them, in the order
+probe's own, FLUSH_S after the first of them was queued (asleep while none is), reads them, fills the records, encodes them and writes them, in the order
 queued, in one write(2); so a record reaches the file within about FLUSH_S of its step's end, and the
 encoding (~10-40 us a record, cold) is not the step's. Events are queued behind the records before them
 and written at once (`drain()` on the poster's thread), as is whatever is queued when the training ends,
@@ -99,20 +99,26 @@ class Writer:
 
 
 class Recorder:
-    """Work queued by the training's thread, done in order on a thread of its own every `interval_s`
-    (then `then()`, e.g. the writer's flush), or at once by whoever calls drain(). put(fn, *args) queues
-    fn(*args); a callable that raises is reported on stderr and the rest go on."""
+    """Work queued by the training's thread, done in order on a thread of its own `interval_s` after the
+    first of it was queued (then `then()`, e.g. the writer's flush), or at once by whoever calls drain().
+    put(fn, *args) queues fn(*args); a callable that raises is reported on stderr and the rest go on. The
+    thread sleeps while nothing is queued (an idle or stopped job wakes it for nothing)."""
 
     def __init__(self, interval_s, then=None):
         self.interval_s, self._then = interval_s, then
         self._items = collections.deque()  # (fn, args): append and popleft are atomic
         self._lock = threading.RLock()     # one drainer at a time (a signal handler may drain inside one)
         self._stop = threading.Event()
+        self._queued = threading.Event()   # set by put() since the thread last took the queue
         self._thread = threading.Thread(target=self._run, name="flatline-recorder", daemon=True)
         self._thread.start()
 
     def put(self, fn, *args):
         self._items.append((fn, args))
+        # after the append: the thread clears the flag before it drains, so an item queued while the
+        # flag was still set is drained by that drain (no wake-up is lost); set() once an interval
+        if not self._queued.is_set():
+            self._queued.set()
 
     def drain(self):
         with self._lock:
@@ -129,7 +135,11 @@ class Recorder:
             print(f"flatline probe: a record could not be made: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     def _run(self):
-        while not self._stop.wait(self.interval_s):
+        while True:
+            self._queued.wait()
+            if self._stop.wait(self.interval_s):  # what came in the interval, together
+                return
+            self._queued.clear()
             if self._items:
                 self.drain()
                 if self._then is not None:
@@ -138,11 +148,12 @@ class Recorder:
     def disown(self):
         """In a process forked from this one: what is queued is the parent's, and so may be the lock (held
         at the fork by a thread the child does not have); both are dropped, nothing is done."""
-        self._items, self._lock = collections.deque(), threading.RLock()
+        self._items, self._lock, self._queued = collections.deque(), threading.RLock(), threading.Event()
 
     def stop(self):
         """Stops the thread (after the drain in progress); what is still queued is left for drain()."""
         self._stop.set()
+        self._queued.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 

@@ -88,6 +88,26 @@ class RecorderTest(unittest.TestCase):
         self.assertEqual(flushed[0], 2)  # after the queue it took
         r.stop()
 
+    def test_with_nothing_queued_its_thread_sleeps_until_something_is(self):
+        import linecache
+        import sys
+        r = Recorder(0.005)
+        done = []
+        for _ in range(2):  # idle from the start, then idle again after a drain
+            time.sleep(0.05)
+            frame = sys._current_frames()[r._thread.ident]
+            while frame is not None and frame.f_code.co_name != "_run":
+                frame = frame.f_back
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+            self.assertIn("_queued.wait()", line)  # not a timed wait: no wake-ups every interval
+            r.put(done.append, len(done))
+            deadline = time.monotonic() + 5
+            while len(done) < _ + 1 and time.monotonic() < deadline:
+                time.sleep(0.002)
+        self.assertEqual(done, [0, 1])
+        r.stop()
+        self.assertFalse(r._thread.is_alive())
+
     def test_a_failing_item_is_named_and_the_rest_are_done(self):
         r = Recorder(60.0)
         done = []
