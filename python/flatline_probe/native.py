@@ -107,7 +107,7 @@ def plain(ts):
 
 
 class Stats:
-    """The loaded library's passes (stats.c), over lists of tensors. Safe from any thread (DDP's
+    """The loaded library's three passes (stats.c), over lists of tensors. Safe from any thread (DDP's
     communication hook may run on the process group's): each call has its own argument arrays."""
 
     plain = staticmethod(plain)
@@ -117,10 +117,9 @@ class Stats:
         lib.flatline_grad_stats.argtypes = [i64, p, p, dp, ctypes.POINTER(i64)]
         lib.flatline_gather.argtypes = [i64, p, p, p]
         lib.flatline_update_stats.argtypes = [i64, p, p, p, dp, dp]
-        lib.flatline_step_stats.argtypes = [i64, p, p, p, p, dp, dp, dp, ctypes.POINTER(i64)]
         lib.flatline_blake2b64.argtypes = [i64, p, p]
         lib.flatline_blake2b64.restype = ctypes.c_uint64
-        for f in (lib.flatline_grad_stats, lib.flatline_gather, lib.flatline_update_stats, lib.flatline_step_stats):
+        for f in (lib.flatline_grad_stats, lib.flatline_gather, lib.flatline_update_stats):
             f.restype = None
         self.lib = lib
 
@@ -167,22 +166,6 @@ class Stats:
             return False
         self.lib.flatline_gather(k, ptrs.buffer_info()[0], counts.buffer_info()[0], flat.data_ptr())
         return True
-
-    def step_stats_of(self, ts, grads, before):
-        """update_stats_of(ts, before) and grad_stats_of(grads) in one pass, grads[i] the gradient of ts[i]
-        (the same element count): (param_sq, update_sq, grad_sq, nonzero count, element count); None
-        (nothing done) off the native path."""
-        if not plain(ts) or not plain(grads) or not plain((before,)) or len(grads) != len(ts):
-            return None
-        k, ptrs, counts, total = self._args(ts)
-        if total != before.numel() or any(g.numel() != n for g, n in zip(grads, counts)):
-            return None
-        gptrs = array.array("q", [g.data_ptr() for g in grads])
-        ps, us, gs, nz = ctypes.c_double(), ctypes.c_double(), ctypes.c_double(), ctypes.c_int64()
-        self.lib.flatline_step_stats(k, ptrs.buffer_info()[0], gptrs.buffer_info()[0], counts.buffer_info()[0],
-                                     before.data_ptr(), ctypes.byref(ps), ctypes.byref(us), ctypes.byref(gs),
-                                     ctypes.byref(nz))
-        return ps.value, us.value, gs.value, nz.value, total
 
     def update_stats_of(self, ts, before):
         """(sum of squares of the tensors, of the tensors minus `before`), `before` (a contiguous float32

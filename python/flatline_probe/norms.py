@@ -168,12 +168,8 @@ class UpdateNorms:
     snapshot of the parameters taken before it:
 
     before(params, key)  ahead of the update (key identifies the list, e.g. the parameters' ids)
-    after(params, key, grads=None)
-                         -> [("param_sq", v), ("update_sq", v)] behind it; update_sq only where
-                            before() was called for this update with the same key. With `grads` (the
-                            parameters' gradients, which the update left as they were), on the native
-                            path, also ("grad_sq", v), ("nonzero", n), ("numel", n) from the same pass;
-                            the caller takes the gradients' statistics itself where "numel" is missing
+    after(params, key)   -> [("param_sq", v), ("update_sq", v)] behind it; update_sq only where
+                            before() was called for this update with the same key
     forget()             the step ended: no snapshot counts as this update's any more
 
     The snapshot an update leaves behind (the parameters after it) stands as the next update's "before"
@@ -193,10 +189,6 @@ class UpdateNorms:
 
     def forget(self):
         self._has = None
-
-    def native_now(self):
-        """Whether before() took this update's snapshot on the native path (after() then takes a native pass)."""
-        return self._has == "native"
 
     def _native_ok(self, params):
         return self.native is not None and self.native.plain(params)
@@ -229,23 +221,17 @@ class UpdateNorms:
             self._flat_key = key
             self.native.gather_of(params, self._flat)
 
-    def after(self, params, key, grads=None):
+    def after(self, params, key):
         got = None  # the native pass over this update's snapshot (it checks the tensors itself)
         stale = None  # that snapshot, where the tensors are no longer the native pass's (below)
-        grad_vals = []
         if self._has == "native" and self._flat_key == key:
-            both = self.native.step_stats_of(params, grads, self._flat) if grads is not None else None
-            if both is not None:
-                got = both[:2]
-                grad_vals = [("grad_sq", both[2]), ("nonzero", both[3]), ("numel", both[4])]
-            else:
-                got = self.native.update_stats_of(params, self._flat)  # None: the sizes changed since
+            got = self.native.update_stats_of(params, self._flat)  # None: the sizes changed since
             if got is None and self._flat.numel() == sum(p.numel() for p in params):
                 stale = self._flat  # `p.data = p.data.double()` moved no version: before() kept it
         native = got is not None or self._native_ok(params)
         if native:
             if got is not None:
-                out = [("param_sq", got[0]), ("update_sq", got[1])] + grad_vals
+                out = [("param_sq", got[0]), ("update_sq", got[1])]
             else:  # no snapshot before this update: the norm, and one for the next update
                 out = [("param_sq", self.native.grad_stats_of(params)[0])]
                 self._snapshot_native(params, key)

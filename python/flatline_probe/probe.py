@@ -135,7 +135,6 @@ class Probe:
         self._scratch = {}       # per DDP bucket: a buffer for its nonzero count (the torch calls' path)
         self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
-        self._grads_kept = None  # whether the optimizer's step leaves the gradients as they were (None: not seen)
         self._opt_depth = 0      # optimizer step() calls in progress (a subclass's step() calls its base's)
         self._reset_step_stats()
         self.recorder = Recorder(FLUSH_S, then=self.writer.flush)
@@ -334,8 +333,6 @@ class Probe:
         self._lr_used = None
         self._step_params = self._step_key = None  # the parameters before_update() read, and their key
         self._opt_depth = 0  # (a step() that raised never ran its post-hooks)
-        self._grads_deferred = None  # (gradients, their versions): their statistics come in after_update()'s pass
-        self._grads_watched = None   # the same, taken now: whether the optimizer's step changes them
 
     def begin_step(self):
         """The step after the last completed one begins (idempotent)."""
@@ -541,9 +538,9 @@ class Probe:
         if self._logging:
             key = self._step_key = self._params_key(params)
             self._step_params = params  # after_update() reads the same list
+            if not self._bucket_grads:  # no DDP hook saw them: the norms here
+                self._grad_stats(params, key)
             self._update.before(params, key)  # (its copies are made under no_grad: FlatCopy)
-            if not self._bucket_grads:  # no DDP hook saw them: the norms here, or in the update's pass
-                self._grads_at_update(params, key)
         groups = self._groups()
         f = self._lr_factor_at(self.cur)
         frozen = self._lr_pinned is not None and self._act.get("scheduler_frozen")
@@ -553,27 +550,10 @@ class Probe:
                 g["lr"] = (self._lr_pinned[i] if frozen else g["lr"]) * f
         self._lr_used = groups[0]["lr"]
 
-    def _grads_at_update(self, params, key):
-        """The gradients' statistics where no DDP hook took them, before the update (a pass of their own), or
-        in after_update()'s native pass over the parameters, where the optimizer's step leaves them as they
-        were: this optimizer left them so on the first measured step (their autograd version counters say
-        so), and the step is the optimizer's own hook's (Lightning's callback takes them before clipping,
-        which changes them). A deferred step whose gradients the step did change has no gradient
-        statistics: said on stderr, and they are taken before the update from then on."""
-        grads = [p.grad for p in params]
-        fusable = self._update.native_now() and not self._manual_before_update and self._grads_kept is not False \
-            and not any(g is None for g in grads)
-        if fusable and self._grads_kept:
-            self._grads_deferred = (grads, [g._version for g in grads])
-            return
-        self._grad_stats(params, key, grads)
-        if fusable:  # (the first measured step) whether the optimizer's step changes them
-            self._grads_watched = (grads, [g._version for g in grads])
-
-    def _grad_stats(self, params, key, grads=None):
+    def _grad_stats(self, params, key):
         """The gradients' squared norm and nonzero count, where no DDP hook took them: one native pass where
         every parameter has a plain gradient (native.py), else per kind (sparse ones apart) with torch calls."""
-        grads = [p.grad for p in params] if grads is None else grads
+        grads = [p.grad for p in params]
         g = None
         if self._native is not None:
             try:
@@ -597,30 +577,6 @@ class Probe:
         self._vals += (("grad_sq", g[0]), ("nonzero", g[1]))
         self._numel += g[2]
 
-    def _update_stats(self, params, key):
-        """The update's statistics, with the gradients' where before_update() left them to the same pass."""
-        watched, self._grads_watched = self._grads_watched, None
-        if watched is not None:
-            self._grads_kept = [g._version for g in watched[0]] == watched[1]
-        deferred, self._grads_deferred = self._grads_deferred, None
-        if deferred is None:
-            self._vals += self._update.after(params, key)
-            return
-        grads, versions = deferred
-        if [g._version for g in grads] != versions:
-            self._grads_kept = False
-            print(f"flatline probe: the optimizer's step changed the gradients in place at step {self.cur}: that "
-                  f"step has no grad_norm or grad_zero_frac, and they are taken before the step from now on",
-                  file=sys.stderr, flush=True)
-            self._vals += self._update.after(params, key)
-            return
-        vals = self._update.after(params, key, grads)
-        if vals and vals[-1][0] == "numel":  # the gradients' sums came with the update's
-            self._numel += vals.pop()[1]
-        else:  # (the parameters left the native path since before_update): a pass of their own
-            self._grad_stats(params, key, grads)
-        self._vals += vals
-
     def _sparse_grad_stats(self, grads):
         """The squared norm and nonzero count of the sparse gradients among `grads` (over their coalesced
         values; an element no value names is 0), taken here; returns the others."""
@@ -642,7 +598,7 @@ class Probe:
             if params is None:  # no before_update() this step
                 params = self._params()
                 key = self._params_key(params)
-            self._update_stats(params, key)
+            self._vals += self._update.after(params, key)
         if self._lr_saved is not None:
             for g, lr in zip(self._groups(), self._lr_saved):
                 g["lr"] = lr

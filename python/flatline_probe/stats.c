@@ -16,8 +16,6 @@
  *   flatline_update_stats  after an update: the sum of squares of the parameters, and of (parameter -
  *                          snapshot) computed in float32 as torch.sub would; the snapshot then takes the
  *                          parameters' values (the next update's "before"), in the same pass
- *   flatline_step_stats    the two above in one pass, where the gradients are read after the update
- *                          (the probe's, where the optimizer leaves them as they were)
  *   flatline_blake2b64     BLAKE2b with an 8-byte digest (RFC 7693, unkeyed) of k buffers one after the
  *                          other: hashlib.blake2b(digest_size=8) updated with each, the batch's hash
  */
@@ -69,35 +67,6 @@ static double sq_sum_double(const float *x, int64_t m)
     return s;
 }
 
-#define FLATLINE_INLINE static inline __attribute__((always_inline)) /* into each clone's own code */
-
-/* One block of BLOCK gradient elements: its squares into *s, its zeros into *zeros. */
-FLATLINE_INLINE void grad_block(const float *x, double *s, int64_t *zeros)
-{
-    f8 a0 = {0}, a1 = {0};
-    i8 z = {0}; /* minus the count of elements equal to 0, per lane */
-    for (int j = 0; j < BLOCK; j += 16) {
-        const f8 v0 = load8(x + j), v1 = load8(x + j + 8);
-        a0 += v0 * v0;
-        a1 += v1 * v1;
-        z += (v0 == 0.0f) + (v1 == 0.0f); /* -1 per true */
-    }
-    const double b = lanes_sum(a0 + a1);
-    const int64_t bz = -((int64_t)z[0] + z[1] + z[2] + z[3] + z[4] + z[5] + z[6] + z[7]);
-    *s += finite(b) && (b >= TINY || bz == BLOCK) ? b : sq_sum_double(x, BLOCK);
-    *zeros += bz;
-}
-
-/* A tensor's last m (< BLOCK) gradient elements, in double. */
-FLATLINE_INLINE void grad_tail(const float *x, int64_t m, double *s, int64_t *zeros)
-{
-    for (int64_t i = 0; i < m; ++i) {
-        const double v = x[i];
-        *s += v * v;
-        *zeros += x[i] == 0.0f;
-    }
-}
-
 FLATLINE_CLONES
 void flatline_grad_stats(int64_t k, const float *const *ptr, const int64_t *n, double *sum_sq, int64_t *nonzero)
 {
@@ -108,9 +77,25 @@ void flatline_grad_stats(int64_t k, const float *const *ptr, const int64_t *n, d
         const int64_t m = n[t];
         int64_t i = 0;
         total += m;
-        for (; i + BLOCK <= m; i += BLOCK)
-            grad_block(x + i, &s, &zeros);
-        grad_tail(x + i, m - i, &s, &zeros);
+        for (; i + BLOCK <= m; i += BLOCK) {
+            f8 a0 = {0}, a1 = {0};
+            i8 z = {0}; /* minus the count of elements equal to 0, per lane */
+            for (int j = 0; j < BLOCK; j += 16) {
+                const f8 v0 = load8(x + i + j), v1 = load8(x + i + j + 8);
+                a0 += v0 * v0;
+                a1 += v1 * v1;
+                z += (v0 == 0.0f) + (v1 == 0.0f); /* -1 per true */
+            }
+            const double b = lanes_sum(a0 + a1);
+            const int64_t bz = -((int64_t)z[0] + z[1] + z[2] + z[3] + z[4] + z[5] + z[6] + z[7]);
+            s += finite(b) && (b >= TINY || bz == BLOCK) ? b : sq_sum_double(x + i, BLOCK);
+            zeros += bz;
+        }
+        for (; i < m; ++i) {
+            const double v = x[i];
+            s += v * v;
+            zeros += x[i] == 0.0f;
+        }
     }
     *sum_sq = s;
     *nonzero = total - zeros; /* a NaN is not 0 */
@@ -139,32 +124,6 @@ static void update_double(const float *p, float *before, int64_t m, double *ps, 
     *us += b;
 }
 
-/* One block of BLOCK parameters after the update and their snapshot before it: the sums into *ps and *us,
- * the snapshot refreshed. */
-FLATLINE_INLINE void update_block(const float *p, float *before, double *ps, double *us)
-{
-    f8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
-    i8 nx = {0}, nd = {0}; /* the bits of the elements and of the differences, signs off, or'ed */
-    for (int j = 0; j < BLOCK; j += 16) {
-        const f8 x0 = load8(p + j), x1 = load8(p + j + 8);
-        const f8 d0 = x0 - load8(before + j), d1 = x1 - load8(before + j + 8);
-        a0 += x0 * x0;
-        a1 += x1 * x1;
-        b0 += d0 * d0;
-        b1 += d1 * d1;
-        nx |= (i8)x0 | (i8)x1;
-        nd |= (i8)d0 | (i8)d1;
-    }
-    const double pb = lanes_sum(a0 + a1), ub = lanes_sum(b0 + b1);
-    if (finite(pb) && finite(ub) && (pb >= TINY || !any_nonzero(nx)) && (ub >= TINY || !any_nonzero(nd))) {
-        *ps += pb;
-        *us += ub;
-        memcpy(before, p, BLOCK * sizeof(float)); /* the block, still in L1 */
-    } else {
-        update_double(p, before, BLOCK, ps, us);
-    }
-}
-
 FLATLINE_CLONES
 void flatline_update_stats(int64_t k, const float *const *ptr, const int64_t *n, float *before, double *param_sq,
                            double *update_sq)
@@ -174,40 +133,33 @@ void flatline_update_stats(int64_t k, const float *const *ptr, const int64_t *n,
         const float *p = ptr[t];
         const int64_t m = n[t];
         int64_t i = 0;
-        for (; i + BLOCK <= m; i += BLOCK)
-            update_block(p + i, before + i, &ps, &us);
-        update_double(p + i, before + i, m - i, &ps, &us);
-        before += m;
-    }
-    *param_sq = ps;
-    *update_sq = us;
-}
-
-/* flatline_update_stats and flatline_grad_stats in one pass, block by block: gptr[t] is the gradient of
- * ptr[t] (n[t] elements each), read after the update (the optimizer left it as it was). */
-FLATLINE_CLONES
-void flatline_step_stats(int64_t k, const float *const *ptr, const float *const *gptr, const int64_t *n,
-                         float *before, double *param_sq, double *update_sq, double *grad_sq, int64_t *nonzero)
-{
-    double ps = 0.0, us = 0.0, gs = 0.0;
-    int64_t total = 0, zeros = 0;
-    for (int64_t t = 0; t < k; ++t) {
-        const float *p = ptr[t], *g = gptr[t];
-        const int64_t m = n[t];
-        int64_t i = 0;
-        total += m;
         for (; i + BLOCK <= m; i += BLOCK) {
-            grad_block(g + i, &gs, &zeros);
-            update_block(p + i, before + i, &ps, &us);
+            f8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
+            i8 nx = {0}, nd = {0}; /* the bits of the elements and of the differences, signs off, or'ed */
+            for (int j = 0; j < BLOCK; j += 16) {
+                const f8 x0 = load8(p + i + j), x1 = load8(p + i + j + 8);
+                const f8 d0 = x0 - load8(before + i + j), d1 = x1 - load8(before + i + j + 8);
+                a0 += x0 * x0;
+                a1 += x1 * x1;
+                b0 += d0 * d0;
+                b1 += d1 * d1;
+                nx |= (i8)x0 | (i8)x1;
+                nd |= (i8)d0 | (i8)d1;
+            }
+            const double pb = lanes_sum(a0 + a1), ub = lanes_sum(b0 + b1);
+            if (finite(pb) && finite(ub) && (pb >= TINY || !any_nonzero(nx)) && (ub >= TINY || !any_nonzero(nd))) {
+                ps += pb;
+                us += ub;
+                memcpy(before + i, p + i, BLOCK * sizeof(float)); /* the block, still in L1 */
+            } else {
+                update_double(p + i, before + i, BLOCK, &ps, &us);
+            }
         }
-        grad_tail(g + i, m - i, &gs, &zeros);
         update_double(p + i, before + i, m - i, &ps, &us);
         before += m;
     }
     *param_sq = ps;
     *update_sq = us;
-    *grad_sq = gs;
-    *nonzero = total - zeros;
 }
 
 /* ---- BLAKE2b-64 (RFC 7693 section 3; the IV and the message schedule SIGMA are its sections 2.6, 2.7) ---- */
