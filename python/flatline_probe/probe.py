@@ -579,15 +579,19 @@ class Probe:
 
     def _sparse_grad_stats(self, grads):
         """The squared norm and nonzero count of the sparse gradients among `grads` (over their coalesced
-        values; an element no value names is 0), taken here; returns the others."""
+        values; an element no value names is 0; a complex one's over its values' real and imaginary parts,
+        as FlatCopy counts a dense one's), taken here; returns the others."""
         dense = []
         for g in grads:
             if g.layout is torch.strided:
                 dense.append(g)
                 continue
-            v = g.coalesce().values().reshape(-1).to(torch.float32, copy=True)
+            v = g.coalesce().values()
+            if v.is_complex():
+                v = torch.view_as_real(v.resolve_conj())
+            v = v.reshape(-1).to(torch.float32, copy=True)
             self._vals += (("grad_sq", sq_norm(v)), ("nonzero", nonzeros_(v)))
-            self._numel += g.numel()
+            self._numel += g.numel() * (2 if g.is_complex() else 1)
         return dense
 
     def after_update(self):

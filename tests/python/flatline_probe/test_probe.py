@@ -243,6 +243,23 @@ class ProbeTest(unittest.TestCase):
         self.assertEqual(nonzero, 6 + 3 + 1)
         self.assertAlmostEqual(r["grad_zero_frac"], 1 - nonzero / 34)
 
+    def test_a_complex_sparse_gradient_is_measured_over_its_values_real_and_imaginary_parts(self):
+        # rows 0 and 2 of a 6x3 complex parameter have values; grad_zero_frac counts parts, as a dense one's
+        w = torch.nn.Parameter(torch.zeros(6, 3, dtype=torch.complex64))
+        b = torch.nn.Parameter(torch.zeros(2))
+        opt = torch.optim.SGD([w, b], lr=0.1)
+        probe = attach(self.dir, None, opt, plan=plan())
+        probe.loss(1.0)
+        values = torch.tensor([[1 + 2j, 3j, 0], [0, 0, 4 - 1j]], dtype=torch.complex64)
+        w.grad = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), values, (6, 3))
+        b.grad = torch.tensor([0.0, 2.0])
+        opt.step()
+        probe.close()
+        (r,) = [r for r in records(self.dir) if r["kind"] == "step"]
+        self.assertAlmostEqual(r["grad_norm"], (1 + 4 + 9 + 16 + 1 + 4) ** 0.5, places=6)  # not the real parts'
+        self.assertAlmostEqual(r["grad_zero_frac"], 1 - (5 + 1) / (36 + 2))
+        self.assertAlmostEqual(r["update_norm"], 0.1 * r["grad_norm"], places=6)
+
     def test_a_nan_gradient_gives_no_zero_fraction(self):
         torch.manual_seed(0)
         model = torch.nn.Linear(2, 1)
