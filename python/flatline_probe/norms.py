@@ -33,7 +33,10 @@ _foreach_copy_ = getattr(torch, "_foreach_copy_", None)
 
 
 def sq_norm(flat):
-    """The squared L2 norm of a 1-D tensor, as a 0-d tensor on its device."""
+    """The squared L2 norm of a 1-D tensor, as a 0-d tensor on its device (a complex one's: the sum of
+    |z|^2, over its real and imaginary parts)."""
+    if flat.is_complex():
+        flat = torch.view_as_real(flat.resolve_conj()).reshape(-1)
     if flat.dtype in (torch.float32, torch.float64) and flat.is_contiguous():
         return torch.dot(flat, flat)
     return torch.linalg.vector_norm(flat, dtype=torch.float32).square()

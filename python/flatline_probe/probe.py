@@ -88,6 +88,16 @@ def _ddp_of(module):
     return None
 
 
+def _on_stack(frame):
+    """Whether `frame` is the caller's or one of its callers'."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back
+    return False
+
+
 class Probe:
     def __init__(self, run_dir=None, model=None, optimizer=None, scaler=None, sampler=None, *, plan=None,
                  rank=None, world_size=None, hooks=True):
@@ -136,6 +146,7 @@ class Probe:
         self._logging = True     # the step in progress is one the log keeps (log_every)
         self._ends_by_callback = False  # a framework's callback ends each step (HF, Lightning)
         self._opt_depth = 0      # optimizer step() calls in progress (a subclass's step() calls its base's)
+        self._opt_outer = None   # the frame of torch's wrapper around the outermost one, while it runs
         self._reset_step_stats()
         self.recorder = Recorder(FLUSH_S, then=self.writer.flush)
         self._event("run_start", f"flatline probe, torch {torch.__version__}, world_size {self.world_size}")
@@ -332,7 +343,7 @@ class Probe:
         self._batch_seen = False
         self._lr_used = None
         self._step_params = self._step_key = None  # the parameters before_update() read, and their key
-        self._opt_depth = 0  # (a step() that raised never ran its post-hooks)
+        self._opt_depth, self._opt_outer = 0, None  # (a step() that raised never ran its post-hooks)
 
     def begin_step(self):
         """The step after the last completed one begins (idempotent)."""
@@ -517,15 +528,21 @@ class Probe:
         opt = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps one
         self.optimizer = opt
         # torch wraps each class's own step() in the hooks: an optimizer class whose step() calls its base
-        # class's (super().step()) runs them again inside, after its own work; only the outer pair counts
+        # class's (super().step()) runs them again inside, after its own work; only the outer pair counts.
+        # A step() that raised ran no post-hooks: its call, no longer on the stack, is not an outer one
         def pre(o, args, kwargs):
+            if self._opt_depth and not _on_stack(self._opt_outer):
+                self._opt_depth = 0
             self._opt_depth += 1
-            if self._opt_depth == 1 and not self._manual_before_update:
-                self.before_update()
+            if self._opt_depth == 1:
+                self._opt_outer = sys._getframe(1)
+                if not self._manual_before_update:
+                    self.before_update()
 
         def post(o, args, kwargs):
             self._opt_depth -= 1
             if self._opt_depth == 0:
+                self._opt_outer = None
                 self.after_update()
         opt.register_step_pre_hook(pre)
         opt.register_step_post_hook(post)
@@ -579,15 +596,19 @@ class Probe:
 
     def _sparse_grad_stats(self, grads):
         """The squared norm and nonzero count of the sparse gradients among `grads` (over their coalesced
-        values; an element no value names is 0), taken here; returns the others."""
+        values; an element no value names is 0; a complex one's over its values' real and imaginary parts,
+        as FlatCopy counts a dense one's), taken here; returns the others."""
         dense = []
         for g in grads:
             if g.layout is torch.strided:
                 dense.append(g)
                 continue
-            v = g.coalesce().values().reshape(-1).to(torch.float32, copy=True)
+            v = g.coalesce().values()
+            if v.is_complex():
+                v = torch.view_as_real(v.resolve_conj())
+            v = v.reshape(-1).to(torch.float32, copy=True)
             self._vals += (("grad_sq", sq_norm(v)), ("nonzero", nonzeros_(v)))
-            self._numel += g.numel()
+            self._numel += g.numel() * (2 if g.is_complex() else 1)
         return dense
 
     def after_update(self):

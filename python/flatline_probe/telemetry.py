@@ -98,6 +98,20 @@ class Writer:
                 pass
 
 
+def _taken_lock():
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+def _release(lock):
+    """Releases a lock another thread may have released first (the second release is a no-op)."""
+    try:
+        lock.release()
+    except RuntimeError:  # already released
+        pass
+
+
 class Recorder:
     """Work queued by the training's thread, done in order on a thread of its own `interval_s` after the
     first of it was queued (then `then()`, e.g. the writer's flush), or at once by whoever calls drain().
@@ -109,16 +123,19 @@ class Recorder:
         self._items = collections.deque()  # (fn, args): append and popleft are atomic
         self._lock = threading.RLock()     # one drainer at a time (a signal handler may drain inside one)
         self._stop = threading.Event()
-        self._queued = threading.Event()   # set by put() since the thread last took the queue
+        # released by put() since the thread last took the queue. A bare lock, released in one C call: an
+        # Event's set() holds its Condition's lock across Python code, where the probe's SIGTERM handler
+        # may run on the same (training's) thread, queue its event and wait forever for that lock
+        self._queued = _taken_lock()
         self._thread = threading.Thread(target=self._run, name="flatline-recorder", daemon=True)
         self._thread.start()
 
     def put(self, fn, *args):
         self._items.append((fn, args))
-        # after the append: the thread clears the flag before it drains, so an item queued while the
-        # flag was still set is drained by that drain (no wake-up is lost); set() once an interval
-        if not self._queued.is_set():
-            self._queued.set()
+        # after the append: the thread takes the lock again before it drains, so an item queued while it
+        # was still released is drained by that drain (no wake-up is lost); released once an interval
+        if self._queued.locked():
+            _release(self._queued)
 
     def drain(self):
         with self._lock:
@@ -136,10 +153,10 @@ class Recorder:
 
     def _run(self):
         while True:
-            self._queued.wait()
+            self._queued.acquire()  # until put() (or stop()) releases it
             if self._stop.wait(self.interval_s):  # what came in the interval, together
                 return
-            self._queued.clear()
+            self._queued.acquire(blocking=False)  # a put() from here on wakes the next round
             if self._items:
                 self.drain()
                 if self._then is not None:
@@ -148,12 +165,12 @@ class Recorder:
     def disown(self):
         """In a process forked from this one: what is queued is the parent's, and so may be the lock (held
         at the fork by a thread the child does not have); both are dropped, nothing is done."""
-        self._items, self._lock, self._queued = collections.deque(), threading.RLock(), threading.Event()
+        self._items, self._lock, self._queued = collections.deque(), threading.RLock(), _taken_lock()
 
     def stop(self):
         """Stops the thread (after the drain in progress); what is still queued is left for drain()."""
         self._stop.set()
-        self._queued.set()
+        _release(self._queued)
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 

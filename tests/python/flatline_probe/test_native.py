@@ -336,6 +336,31 @@ class UpdateNormsTest(unittest.TestCase):
             p[1][0] += 1.0
         self.assertAlmostEqual(float(dict(u.after(p, 1))["update_sq"]), 1.0, places=12)
 
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_a_native_snapshot_made_complex_under_the_same_version_still_gives_the_update(self):
+        # as above with `p.data = p.data.to(torch.complex64)`: the update from the real snapshot is a complex
+        # difference, its squared norm the sum of |z|^2 (the imaginary parts the update made count)
+        p = [torch.ones(300), torch.full((5,), 2.0)]
+        u = UpdateNorms(STATS)
+        u.before(p, 1)
+        u.after(p, 1)
+        u.forget()
+        for t in p:
+            t.data = t.data.to(torch.complex64)
+        u.before(p, 1)
+        with torch.no_grad():
+            p[0][0] += 0.5j
+            p[1][4] -= 0.25
+        got = u.after(p, 1)
+        self.assertAlmostEqual(sum(float(v) for k, v in got if k == "update_sq"), 0.25 + 0.0625, places=12)
+        self.assertAlmostEqual(sum(float(v) for k, v in got if k == "param_sq"),
+                               299.0 + 1.25 + 4 * 4.0 + 1.75 ** 2, places=9)
+        u.forget()
+        u.before(p, 1)  # the torch path's snapshot from here on
+        with torch.no_grad():
+            p[1][0] += 1.0j
+        self.assertAlmostEqual(float(dict(u.after(p, 1))["update_sq"]), 1.0, places=12)
+
 
 
 if __name__ == "__main__":

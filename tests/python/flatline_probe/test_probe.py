@@ -132,6 +132,42 @@ class ProbeTest(unittest.TestCase):
         for r, g in zip(steps, want):
             self.assertAlmostEqual(r["grad_norm"], g, delta=1e-6 * g)  # not half of it
 
+    def test_an_optimizer_step_that_raised_does_not_stop_the_steps_after_it_from_being_recorded(self):
+        # a step() that raises runs no post-hooks: the probe's count of step() calls in progress must not
+        # take the next step() for one nested inside it. Step 2 raises in the subclass's own code (before
+        # SGD.step), step 4 inside SGD.step (its hooks ran their pre-hooks, two deep); the job goes on
+        class Flaky(torch.optim.SGD):
+            calls = 0
+
+            def step(self, closure=None):
+                Flaky.calls += 1
+                if Flaky.calls == 2:
+                    raise RuntimeError("a transient failure")
+                if Flaky.calls == 4:
+                    self.param_groups[0]["lr"] = None  # SGD.step fails on it
+                return super().step(closure)
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)])  # SGD.step wrapped in the hooks too
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = Flaky(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan())
+        raised = 0
+        for _ in range(7):
+            loss = probe.loss(model(torch.ones(4, 2)).square().mean())
+            opt.zero_grad()
+            loss.backward()
+            try:
+                opt.step()
+            except (RuntimeError, TypeError):
+                raised += 1
+                opt.param_groups[0]["lr"] = 0.1
+        probe.close()
+        self.assertEqual(raised, 2)
+        steps = [r for r in records(self.dir) if r["kind"] == "step"]
+        self.assertEqual([(r["step"], r["opt_step"]) for r in steps], [(i, i) for i in range(1, 6)])
+        for r in steps:
+            self.assertIn("update_norm", r)
+
     def test_lr_factor_scales_the_update_and_gives_the_jobs_lr_back(self):
         steps, _, opt = train(self.dir, plan(lr_factor=[[3, 0.5], [4, 0.0]]))
         self.assertAlmostEqual(steps[2]["lr"], 0.05)
@@ -242,6 +278,23 @@ class ProbeTest(unittest.TestCase):
         nonzero = sum(int((g != 0).sum()) for g in dense)
         self.assertEqual(nonzero, 6 + 3 + 1)
         self.assertAlmostEqual(r["grad_zero_frac"], 1 - nonzero / 34)
+
+    def test_a_complex_sparse_gradient_is_measured_over_its_values_real_and_imaginary_parts(self):
+        # rows 0 and 2 of a 6x3 complex parameter have values; grad_zero_frac counts parts, as a dense one's
+        w = torch.nn.Parameter(torch.zeros(6, 3, dtype=torch.complex64))
+        b = torch.nn.Parameter(torch.zeros(2))
+        opt = torch.optim.SGD([w, b], lr=0.1)
+        probe = attach(self.dir, None, opt, plan=plan())
+        probe.loss(1.0)
+        values = torch.tensor([[1 + 2j, 3j, 0], [0, 0, 4 - 1j]], dtype=torch.complex64)
+        w.grad = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), values, (6, 3))
+        b.grad = torch.tensor([0.0, 2.0])
+        opt.step()
+        probe.close()
+        (r,) = [r for r in records(self.dir) if r["kind"] == "step"]
+        self.assertAlmostEqual(r["grad_norm"], (1 + 4 + 9 + 16 + 1 + 4) ** 0.5, places=6)  # not the real parts'
+        self.assertAlmostEqual(r["grad_zero_frac"], 1 - (5 + 1) / (36 + 2))
+        self.assertAlmostEqual(r["update_norm"], 0.1 * r["grad_norm"], places=6)
 
     def test_a_nan_gradient_gives_no_zero_fraction(self):
         torch.manual_seed(0)

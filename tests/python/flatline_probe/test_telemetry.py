@@ -5,6 +5,8 @@ import contextlib
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -99,7 +101,7 @@ class RecorderTest(unittest.TestCase):
             while frame is not None and frame.f_code.co_name != "_run":
                 frame = frame.f_back
             line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-            self.assertIn("_queued.wait()", line)  # not a timed wait: no wake-ups every interval
+            self.assertIn("_queued.acquire()", line)  # not a timed wait: no wake-ups every interval
             r.put(done.append, len(done))
             deadline = time.monotonic() + 5
             while len(done) < _ + 1 and time.monotonic() < deadline:
@@ -107,6 +109,46 @@ class RecorderTest(unittest.TestCase):
         self.assertEqual(done, [0, 1])
         r.stop()
         self.assertFalse(r._thread.is_alive())
+
+    def test_a_signal_handler_that_queues_drains_and_stops_inside_put_does_not_hang(self):
+        # the probe's SIGTERM handler runs on the training's thread, between any two bytecodes, also inside
+        # put(): it queues its event, drains and stops the recorder. Here that handler is called at each
+        # call and return within a put() (a superset of where a signal can land), with a fresh recorder each
+        # time, in a child process (a hang is its timeout); each time both items are done, in order
+        script = (
+            "import sys\nfrom flatline_probe.telemetry import Recorder\n"
+            "k = 0\n"
+            "while True:\n"
+            "    r, done, n = Recorder(60.0), [], [0]\n"
+            "    def prof(frame, event, arg):\n"
+            "        f = frame\n"
+            "        while f is not None and f.f_code.co_name != 'put':\n"
+            "            f = f.f_back\n"
+            "        if f is None:\n"
+            "            return\n"
+            "        n[0] += 1\n"
+            "        if n[0] == k + 1:  # the handler\n"
+            "            r.put(done.append, 'event')\n"
+            "            r.drain()\n"
+            "            r.stop()\n"
+            "    sys.setprofile(prof)\n"
+            "    r.put(done.append, 'step')\n"
+            "    sys.setprofile(None)\n"
+            "    r.stop()\n"
+            "    r.drain()\n"
+            "    if n[0] <= k:  # past the last point: the handler did not run\n"
+            "        break\n"
+            "    assert done in (['step', 'event'], ['event', 'step']) and not r._thread.is_alive(), (k, done)\n"
+            "    k += 1\n"
+            "print(k)\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"), os.environ.get("PYTHONPATH", "")]))
+        try:
+            r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            self.fail("put() hung under a handler that queued, drained and stopped inside it")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreaterEqual(int(r.stdout), 3, r.stdout)  # (the handler ran at that many points)
 
     def test_a_failing_item_is_named_and_the_rest_are_done(self):
         r = Recorder(60.0)
