@@ -559,6 +559,10 @@ class Probe:
                 self._grad_stats(params, key)
             self._update.before(params, key)  # (its copies are made under no_grad: FlatCopy)
         groups = self._groups()
+        if self._lr_saved is not None:  # a step() that raised never gave the job's lr back: now, before
+            for g, lr in zip(groups, self._lr_saved):  # it is scaled again
+                g["lr"] = lr
+            self._lr_saved = None
         f = self._lr_factor_at(self.cur)
         frozen = self._lr_pinned is not None and self._act.get("scheduler_frozen")
         if f != 1.0 or frozen:  # the job's own lr is given back after the update
