@@ -48,6 +48,23 @@ def train(run_dir, p, steps=8, scaler=False, lr=0.1):
     return [r for r in records(run_dir) if r["kind"] == "step"], records(run_dir), opt
 
 
+def flaky_sgd(raise_at=(), fail_inside_at=()):
+    """An SGD class whose step() raises at its raise_at-th calls in its own code (before SGD.step), and
+    fails at its fail_inside_at-th calls inside SGD.step (an lr of None), as a job's transient failures
+    would."""
+    class Flaky(torch.optim.SGD):
+        calls = 0
+
+        def step(self, closure=None):
+            Flaky.calls += 1
+            if Flaky.calls in raise_at:
+                raise RuntimeError("a transient failure")
+            if Flaky.calls in fail_inside_at:
+                self.param_groups[0]["lr"] = None  # SGD.step fails on it
+            return super().step(closure)
+    return Flaky
+
+
 class ProbeTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="probe-test-")
@@ -136,20 +153,10 @@ class ProbeTest(unittest.TestCase):
         # a step() that raises runs no post-hooks: the probe's count of step() calls in progress must not
         # take the next step() for one nested inside it. Step 2 raises in the subclass's own code (before
         # SGD.step), step 4 inside SGD.step (its hooks ran their pre-hooks, two deep); the job goes on
-        class Flaky(torch.optim.SGD):
-            calls = 0
-
-            def step(self, closure=None):
-                Flaky.calls += 1
-                if Flaky.calls == 2:
-                    raise RuntimeError("a transient failure")
-                if Flaky.calls == 4:
-                    self.param_groups[0]["lr"] = None  # SGD.step fails on it
-                return super().step(closure)
         torch.optim.SGD([torch.zeros(1, requires_grad=True)])  # SGD.step wrapped in the hooks too
         torch.manual_seed(0)
         model = torch.nn.Linear(2, 1)
-        opt = Flaky(model.parameters(), lr=0.1)
+        opt = flaky_sgd(raise_at=(2,), fail_inside_at=(4,))(model.parameters(), lr=0.1)
         probe = attach(self.dir, model, opt, plan=plan())
         raised = 0
         for _ in range(7):
@@ -171,17 +178,9 @@ class ProbeTest(unittest.TestCase):
     def test_an_optimizer_step_that_raised_under_an_lr_fault_leaves_the_jobs_lr_as_it_was(self):
         # the plan halves the lr at step 2, whose step() raises (no post-hook gives the lr back) and is
         # tried again by the job: the retry is scaled once, and the job's lr is its own afterwards
-        class Flaky(torch.optim.SGD):
-            calls = 0
-
-            def step(self, closure=None):
-                Flaky.calls += 1
-                if Flaky.calls == 2:
-                    raise RuntimeError("a transient failure")
-                return super().step(closure)
         torch.manual_seed(0)
         model = torch.nn.Linear(2, 1)
-        opt = Flaky(model.parameters(), lr=0.1)
+        opt = flaky_sgd(raise_at=(2,))(model.parameters(), lr=0.1)
         probe = attach(self.dir, model, opt, plan=plan(lr_factor=[[2, 0.5]]))
         lrs = []
         for _ in range(3):
