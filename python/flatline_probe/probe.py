@@ -344,6 +344,7 @@ class Probe:
         self._lr_used = None
         self._step_params = self._step_key = None  # the parameters before_update() read, and their key
         self._opt_depth, self._opt_outer = 0, None  # (a step() that raised never ran its post-hooks)
+        self._grads_mark = None  # (len(_vals), _numel) before before_update() took the gradients' statistics
 
     def begin_step(self):
         """The step after the last completed one begins (idempotent)."""
@@ -556,6 +557,10 @@ class Probe:
             key = self._step_key = self._params_key(params)
             self._step_params = params  # after_update() reads the same list
             if not self._bucket_grads:  # no DDP hook saw them: the norms here
+                if self._grads_mark is not None:  # a step() that raised, tried again: taken anew, not added
+                    del self._vals[self._grads_mark[0]:]
+                    self._numel = self._grads_mark[1]
+                self._grads_mark = (len(self._vals), self._numel)
                 self._grad_stats(params, key)
             self._update.before(params, key)  # (its copies are made under no_grad: FlatCopy)
         groups = self._groups()

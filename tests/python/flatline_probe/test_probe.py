@@ -175,18 +175,19 @@ class ProbeTest(unittest.TestCase):
         for r in steps:
             self.assertIn("update_norm", r)
 
-    def test_an_optimizer_step_that_raised_under_an_lr_fault_leaves_the_jobs_lr_as_it_was(self):
+    def test_an_optimizer_step_that_raised_and_is_tried_again_is_measured_once_and_scaled_once(self):
         # the plan halves the lr at step 2, whose step() raises (no post-hook gives the lr back) and is
         # tried again by the job: the retry is scaled once, and the job's lr is its own afterwards
         torch.manual_seed(0)
         model = torch.nn.Linear(2, 1)
         opt = flaky_sgd(raise_at=(2,))(model.parameters(), lr=0.1)
         probe = attach(self.dir, model, opt, plan=plan(lr_factor=[[2, 0.5]]))
-        lrs = []
+        lrs, grad_norms = [], []
         for _ in range(3):
             loss = probe.loss(model(torch.ones(4, 2)).square().mean())
             opt.zero_grad()
             loss.backward()
+            grad_norms.append(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters()) ** 0.5)
             try:
                 opt.step()
             except RuntimeError:
@@ -196,6 +197,11 @@ class ProbeTest(unittest.TestCase):
         steps = [r for r in records(self.dir) if r["kind"] == "step"]
         self.assertEqual([r["lr"] for r in steps], [0.1, 0.05, 0.1])
         self.assertEqual(lrs, [0.1, 0.1, 0.1])  # not 0.025 (halved twice) for good
+        # the retry's gradients are the same: their statistics are taken once, not summed with the first try's
+        self.assertEqual([(r["step"], r["opt_step"]) for r in steps], [(1, 1), (2, 2), (3, 3)])
+        for r, g in zip(steps, grad_norms):
+            self.assertAlmostEqual(r["grad_norm"], g, delta=1e-6 * g)  # not sqrt(2) times it
+            self.assertAlmostEqual(r["update_norm"], r["lr"] * g, delta=1e-5 * r["update_norm"])
 
     def test_lr_factor_scales_the_update_and_gives_the_jobs_lr_back(self):
         steps, _, opt = train(self.dir, plan(lr_factor=[[3, 0.5], [4, 0.0]]))
