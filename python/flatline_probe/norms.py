@@ -32,11 +32,17 @@ import torch
 _foreach_copy_ = getattr(torch, "_foreach_copy_", None)
 
 
+def parts(t):
+    """A complex tensor as its real and imaginary parts (torch.view_as_real: a last dimension of 2; a
+    conjugate view resolved first, which view_as_real refuses); any other tensor as it is."""
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
+
+
 def sq_norm(flat):
     """The squared L2 norm of a 1-D tensor, as a 0-d tensor on its device (a complex one's: the sum of
     |z|^2, over its real and imaginary parts)."""
     if flat.is_complex():
-        flat = torch.view_as_real(flat.resolve_conj()).reshape(-1)
+        flat = parts(flat).reshape(-1)
     if flat.dtype in (torch.float32, torch.float64) and flat.is_contiguous():
         return torch.dot(flat, flat)
     return torch.linalg.vector_norm(flat, dtype=torch.float32).square()
@@ -147,8 +153,8 @@ class FlatCopy:
         with torch.no_grad():
             for views, idx in self._groups:
                 src = tensors if idx is None else [tensors[i] for i in idx]
-                if self._complex:  # their parts (a conjugate's resolved first: view_as_real refuses one)
-                    src = [torch.view_as_real(t.resolve_conj()) if t.is_complex() else t for t in src]
+                if self._complex:
+                    src = [parts(t) for t in src]
                 if _foreach_copy_ is not None:
                     _foreach_copy_(views, src)
                 else:

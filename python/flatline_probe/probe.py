@@ -59,7 +59,8 @@ import torch
 
 from .batches import ReplaySampler, bytes_of, tensors_of
 from . import native
-from .norms import FlatCopy, UpdateNorms, device_hash_words, hash_of_words, nonzeros, nonzeros_, scratch_dtype, sq_norm
+from .norms import FlatCopy, UpdateNorms, device_hash_words, hash_of_words, nonzeros, nonzeros_, parts, scratch_dtype, \
+    sq_norm
 from .plan import EXIT_RESTART, PlanError, load_plan, resuming
 from .telemetry import FLUSH_S, Heartbeat, Recorder, Writer, finite
 
@@ -612,10 +613,7 @@ class Probe:
             if g.layout is torch.strided:
                 dense.append(g)
                 continue
-            v = g.coalesce().values()
-            if v.is_complex():
-                v = torch.view_as_real(v.resolve_conj())
-            v = v.reshape(-1).to(torch.float32, copy=True)
+            v = parts(g.coalesce().values()).reshape(-1).to(torch.float32, copy=True)
             self._vals += (("grad_sq", sq_norm(v)), ("nonzero", nonzeros_(v)))
             self._numel += g.numel() * (2 if g.is_complex() else 1)
         return dense
