@@ -564,11 +564,8 @@ class Probe:
                 self._grads_mark = (len(self._vals), self._numel)
                 self._grad_stats(params, key)
             self._update.before(params, key)  # (its copies are made under no_grad: FlatCopy)
+        self._give_lr_back()  # (where a step() that raised never did: before it is scaled again)
         groups = self._groups()
-        if self._lr_saved is not None:  # a step() that raised never gave the job's lr back: now, before
-            for g, lr in zip(groups, self._lr_saved):  # it is scaled again
-                g["lr"] = lr
-            self._lr_saved = None
         f = self._lr_factor_at(self.cur)
         frozen = self._lr_pinned is not None and self._act.get("scheduler_frozen")
         if f != 1.0 or frozen:  # the job's own lr is given back after the update
@@ -576,6 +573,13 @@ class Probe:
             for i, g in enumerate(groups):
                 g["lr"] = (self._lr_pinned[i] if frozen else g["lr"]) * f
         self._lr_used = groups[0]["lr"]
+
+    def _give_lr_back(self):
+        """The job's own lr, where before_update() scaled or pinned it for the update."""
+        if self._lr_saved is not None:
+            for g, lr in zip(self._groups(), self._lr_saved):
+                g["lr"] = lr
+            self._lr_saved = None
 
     def _grad_stats(self, params, key):
         """The gradients' squared norm and nonzero count, where no DDP hook took them: one native pass where
@@ -627,10 +631,7 @@ class Probe:
                 params = self._params()
                 key = self._params_key(params)
             self._vals += self._update.after(params, key)
-        if self._lr_saved is not None:
-            for g, lr in zip(self._groups(), self._lr_saved):
-                g["lr"] = lr
-            self._lr_saved = None
+        self._give_lr_back()
         if self.scaler is None and not self._ends_by_callback:
             self.end_step()
 
