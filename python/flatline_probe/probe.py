@@ -344,7 +344,6 @@ class Probe:
         self._batch_seen = False
         self._lr_used = None
         self._step_params = self._step_key = None  # the parameters before_update() read, and their key
-        self._opt_depth, self._opt_outer = 0, None  # (a step() that raised never ran its post-hooks)
         self._grads_mark = None  # (len(_vals), _numel) before before_update() took the gradients' statistics
 
     def begin_step(self):
