@@ -309,10 +309,11 @@ class UpdateNormsTest(unittest.TestCase):
         got = dict(u.after(p, 1))
         self.assertAlmostEqual(float(got["update_sq"]), 4e-18, delta=1e-24)
 
-    @unittest.skipIf(STATS is None, "no C compiler")
-    def test_a_native_snapshot_made_float64_under_the_same_version_still_gives_the_update(self):
-        # `p.data = p.data.double()` moves no version counter: before() keeps the native snapshot it
-        # left; after() finds the tensors not plain any more and takes the update from that snapshot
+    def retyped_after_a_native_snapshot(self, retype, change):
+        """Parameters whose update left a native snapshot, then retyped in place of their data (`p.data =
+        retype(p.data)`, which moves no version counter: before() keeps that snapshot, and after() finds
+        the tensors not plain any more and takes the update from it) and changed by `change` under
+        no_grad: (the parameters, the UpdateNorms, what after() gave)."""
         p = [torch.ones(300), torch.full((5,), 2.0)]
         u = UpdateNorms(STATS)
         u.before(p, 1)
@@ -320,48 +321,46 @@ class UpdateNormsTest(unittest.TestCase):
         u.forget()
         versions = [t._version for t in p]
         for t in p:
-            t.data = t.data.double()
+            t.data = retype(t.data)
         self.assertEqual([t._version for t in p], versions)
         u.before(p, 1)
         with torch.no_grad():
+            change(p)
+        return p, u, u.after(p, 1)  # (the probe sums a statistic's values)
+
+    def then_the_torch_paths_snapshot(self, p, u, change):
+        """The next update after it, from the torch path's snapshot: its update_sq."""
+        u.forget()
+        u.before(p, 1)
+        with torch.no_grad():
+            change(p)
+        return float(dict(u.after(p, 1))["update_sq"])
+
+    @unittest.skipIf(STATS is None, "no C compiler")
+    def test_a_native_snapshot_made_float64_under_the_same_version_still_gives_the_update(self):
+        def change(p):
             p[0][0] += 0.5
             p[1][4] -= 0.25
-        got = u.after(p, 1)  # (the probe sums a statistic's values)
+        p, u, got = self.retyped_after_a_native_snapshot(lambda d: d.double(), change)
         self.assertAlmostEqual(sum(float(v) for k, v in got if k == "update_sq"), 0.25 + 0.0625, places=12)
         self.assertAlmostEqual(sum(float(v) for k, v in got if k == "param_sq"),
                                299.0 + 1.5 ** 2 + 4 * 4.0 + 1.75 ** 2, places=9)
-        u.forget()
-        u.before(p, 1)  # the torch path's snapshot from here on
-        with torch.no_grad():
-            p[1][0] += 1.0
-        self.assertAlmostEqual(float(dict(u.after(p, 1))["update_sq"]), 1.0, places=12)
+        self.assertAlmostEqual(self.then_the_torch_paths_snapshot(p, u, lambda p: p[1][0].add_(1.0)), 1.0,
+                               places=12)
 
     @unittest.skipIf(STATS is None, "no C compiler")
     def test_a_native_snapshot_made_complex_under_the_same_version_still_gives_the_update(self):
-        # as above with `p.data = p.data.to(torch.complex64)`: the update from the real snapshot is a complex
-        # difference, its squared norm the sum of |z|^2 (the imaginary parts the update made count)
-        p = [torch.ones(300), torch.full((5,), 2.0)]
-        u = UpdateNorms(STATS)
-        u.before(p, 1)
-        u.after(p, 1)
-        u.forget()
-        for t in p:
-            t.data = t.data.to(torch.complex64)
-        u.before(p, 1)
-        with torch.no_grad():
+        # the update from the real snapshot is a complex difference, its squared norm the sum of |z|^2 (the
+        # imaginary parts the update made count)
+        def change(p):
             p[0][0] += 0.5j
             p[1][4] -= 0.25
-        got = u.after(p, 1)
+        p, u, got = self.retyped_after_a_native_snapshot(lambda d: d.to(torch.complex64), change)
         self.assertAlmostEqual(sum(float(v) for k, v in got if k == "update_sq"), 0.25 + 0.0625, places=12)
         self.assertAlmostEqual(sum(float(v) for k, v in got if k == "param_sq"),
                                299.0 + 1.25 + 4 * 4.0 + 1.75 ** 2, places=9)
-        u.forget()
-        u.before(p, 1)  # the torch path's snapshot from here on
-        with torch.no_grad():
-            p[1][0] += 1.0j
-        self.assertAlmostEqual(float(dict(u.after(p, 1))["update_sq"]), 1.0, places=12)
-
-
+        self.assertAlmostEqual(self.then_the_torch_paths_snapshot(p, u, lambda p: p[1][0].add_(1.0j)), 1.0,
+                               places=12)
 
 if __name__ == "__main__":
     unittest.main()
