@@ -6,9 +6,12 @@ import torch
 from .plan import PlanError
 
 
+_Tensor = torch.Tensor
+
+
 def tensors_of(obj):
     """Every tensor in a batch (nested dicts, lists, tuples, and objects with tensor attributes), in order."""
-    if torch.is_tensor(obj):
+    if isinstance(obj, _Tensor):  # (torch.is_tensor's test, without its call)
         return [obj]
     if isinstance(obj, dict):
         return [t for k in obj for t in tensors_of(obj[k])]

@@ -11,13 +11,13 @@ or not contiguous take the torch path too (the `*_of` methods return None for th
 Several ranks starting at once compile into their own temporary file and rename it into place, so a
 reader never loads a half-written library.
 """
-import array
 import ctypes
 import hashlib
 import os
 import platform
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -106,76 +106,112 @@ def plain(ts):
     return True
 
 
+def _plain_args(ts, versions=None):
+    """(pointers, element counts) of the tensors, packed as int64 arrays (bytes: ctypes passes their buffer),
+    and the total count; None where one is not a contiguous float32 CPU tensor. `versions`: a list the
+    tensors' autograd version counters are appended to, read in the same loop. One loop of attribute reads
+    a tensor: this is the Python a pass costs (docs/DESIGN.md §16)."""
+    ptrs, counts = [], []
+    try:
+        for t in ts:
+            # (a sparse COO tensor is not contiguous; is_contiguous() raises for the other sparse layouts,
+            # data_ptr() for tensors without storage)
+            if t.dtype is not _F32 or not t.is_cpu or not t.is_contiguous():
+                return None
+            ptrs.append(t.data_ptr())
+            counts.append(t.numel())
+            if versions is not None:
+                versions.append(t._version)
+    except RuntimeError:
+        return None
+    k = len(ptrs)
+    return k, struct.pack(f"{k}q", *ptrs), struct.pack(f"{k}q", *counts), sum(counts)
+
+
 class Stats:
-    """The loaded library's three passes (stats.c), over lists of tensors. Safe from any thread (DDP's
+    """The loaded library's passes (stats.c), over lists of tensors. Safe from any thread (DDP's
     communication hook may run on the process group's): each call has its own argument arrays."""
 
     plain = staticmethod(plain)
 
     def __init__(self, lib):
         p, i64, dp = ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)
-        lib.flatline_grad_stats.argtypes = [i64, p, p, dp, ctypes.POINTER(i64)]
+        lib.flatline_grad_stats.argtypes = [i64, p, p, ctypes.POINTER(i64)]
+        lib.flatline_grad_stats.restype = ctypes.c_double
         lib.flatline_gather.argtypes = [i64, p, p, p]
-        lib.flatline_update_stats.argtypes = [i64, p, p, p, dp, dp]
-        lib.flatline_blake2b64.argtypes = [i64, p, p]
-        lib.flatline_blake2b64.restype = ctypes.c_uint64
-        for f in (lib.flatline_grad_stats, lib.flatline_gather, lib.flatline_update_stats):
-            f.restype = None
+        lib.flatline_gather.restype = None
+        lib.flatline_update_stats.argtypes = [i64, p, p, p, dp]
+        lib.flatline_update_stats.restype = ctypes.c_double
+        lib.flatline_xxh64.argtypes = [i64, p, p]
+        lib.flatline_xxh64.restype = ctypes.c_uint64
         self.lib = lib
+        self._seen = None  # update_stats_of's tensors as last checked in full: ([data pointers], [byte sizes])
+        self._seen_args = None  # and their _plain_args
 
-    @staticmethod
-    def _args(ts):
-        """(k, pointer array, count array, total count) of the tensors; the arrays are array.array('q')s
-        (made from a list in one C loop, where a ctypes array converts element by element), passed by
-        address: the caller keeps them alive across the call."""
-        ptrs = array.array("q", [t.data_ptr() for t in ts])
-        counts = array.array("q", [t.numel() for t in ts])
-        return len(ts), ptrs, counts, sum(counts)
+    def xxh64_of(self, ts):
+        """xxh64(ts) as 16 hex digits (xxhsum's form), or None."""
+        h = self.xxh64(ts)
+        return None if h is None else f"{h:016x}"
 
-    def blake2b64_of(self, ts):
-        """hashlib.blake2b(digest_size=8) of the tensors' bytes one after the other, as its hexdigest; None
-        where one is not a contiguous CPU tensor (or is empty: no pointer to read)."""
-        k = len(ts)
-        ptrs, sizes = [], []
+    def xxh64(self, ts):
+        """XXH64 of the tensors' bytes one after the other (as if joined), an int; a tensor that is not
+        contiguous is hashed as its contiguous copy (the same bytes). None where one is not a dense CPU
+        tensor (a GPU batch is hashed on its device: norms.device_hash_words)."""
+        ptrs, sizes, copies = [], [], []
         for t in ts:
-            if not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
+            if not t.is_cpu or t.layout is not _STRIDED:
                 return None
+            if not t.is_contiguous():
+                t = t.contiguous()
+                copies.append(t)  # alive across the call
             ptrs.append(t.data_ptr())
-            sizes.append(t.numel() * t.element_size())
-        ptrs, sizes = array.array("q", ptrs), array.array("q", sizes)
-        h = self.lib.flatline_blake2b64(k, ptrs.buffer_info()[0], sizes.buffer_info()[0])
-        return h.to_bytes(8, "little").hex()
+            sizes.append(t.nbytes)
+        k = len(ptrs)
+        return self.lib.flatline_xxh64(k, struct.pack(f"{k}q", *ptrs), struct.pack(f"{k}q", *sizes))
 
     def grad_stats_of(self, ts):
         """(sum of squares, nonzero count, element count) of the tensors, or None off the native path."""
-        if not plain(ts):
+        a = _plain_args(ts)
+        if a is None:
             return None
-        k, ptrs, counts, total = self._args(ts)
-        s, c = ctypes.c_double(), ctypes.c_int64()
-        self.lib.flatline_grad_stats(k, ptrs.buffer_info()[0], counts.buffer_info()[0], ctypes.byref(s),
-                                     ctypes.byref(c))
-        return s.value, c.value, total
+        k, ptrs, counts, total = a
+        nz = ctypes.c_int64()
+        s = self.lib.flatline_grad_stats(k, ptrs, counts, ctypes.byref(nz))
+        return s, nz.value, total
 
     def gather_of(self, ts, flat):
         """The tensors' elements copied into `flat` (a contiguous float32 CPU tensor of their total size),
         in order; False (nothing done) off the native path."""
-        if not plain(ts) or not plain((flat,)):
+        a = _plain_args(ts)
+        if a is None or not plain((flat,)) or a[3] != flat.numel():
             return False
-        k, ptrs, counts, total = self._args(ts)
-        if total != flat.numel():
-            return False
-        self.lib.flatline_gather(k, ptrs.buffer_info()[0], counts.buffer_info()[0], flat.data_ptr())
+        self.lib.flatline_gather(a[0], a[1], a[2], flat.data_ptr())
         return True
 
-    def update_stats_of(self, ts, before):
+    def update_stats_of(self, ts, before, versions=None):
         """(sum of squares of the tensors, of the tensors minus `before`), `before` (a contiguous float32
-        CPU tensor of their total size) then set to the tensors; None off the native path."""
-        if not plain(ts) or not plain((before,)):
+        CPU tensor of their total size) then set to the tensors; None off the native path. `versions`: a
+        list the tensors' version counters are appended to. The tensors (an optimizer's parameters, the
+        same from step to step) are checked in full only where one's data pointer or byte size is not what
+        it was at the last full check (a `p.data = ...`, `model.double()`, `.to()`): the pass reads that
+        many bytes from that pointer, within the memory the tensor had then."""
+        ptrs, sizes = [], []
+        try:
+            for t in ts:
+                ptrs.append(t.data_ptr())
+                sizes.append(t.nbytes)
+        except RuntimeError:  # a tensor without storage (sparse, mkldnn)
             return None
-        k, ptrs, counts, total = self._args(ts)
-        if total != before.numel():
+        seen = self._seen
+        if seen is not None and seen[0] == ptrs and seen[1] == sizes:
+            a = self._seen_args
+            if versions is not None:
+                versions += [t._version for t in ts]
+        else:
+            a = _plain_args(ts, versions)
+            self._seen, self._seen_args = ((ptrs, sizes), a) if a is not None else (None, None)
+        if a is None or not plain((before,)) or a[3] != before.numel():
             return None
-        ps, us = ctypes.c_double(), ctypes.c_double()
-        self.lib.flatline_update_stats(k, ptrs.buffer_info()[0], counts.buffer_info()[0], before.data_ptr(),
-                                       ctypes.byref(ps), ctypes.byref(us))
-        return ps.value, us.value
+        us = ctypes.c_double()
+        ps = self.lib.flatline_update_stats(a[0], a[1], a[2], before.data_ptr(), ctypes.byref(us))
+        return ps, us.value

@@ -233,8 +233,10 @@ class UpdateNorms:
     def after(self, params, key):
         got = None  # the native pass over this update's snapshot (it checks the tensors itself)
         stale = None  # that snapshot, where the tensors are no longer the native pass's (below)
+        versions = None  # the parameters' version counters, as the native pass read them
         if self._has == "native" and self._flat_key == key:
-            got = self.native.update_stats_of(params, self._flat)  # None: the sizes changed since
+            versions = []
+            got = self.native.update_stats_of(params, self._flat, versions)  # None: the sizes changed since
             if got is None and self._flat.numel() == sum(p.numel() for p in params):
                 stale = self._flat  # `p.data = p.data.double()` moved no version: before() kept it
         native = got is not None or self._native_ok(params)
@@ -265,5 +267,7 @@ class UpdateNorms:
                 self._before.release()
                 self._after.release()
         self._has = None
-        self._versions = ("native" if native else "torch", [p._version for p in params]) if kept else None
+        if got is None or len(versions) != len(params):
+            versions = [p._version for p in params]
+        self._versions = ("native" if native else "torch", versions) if kept else None
         return out

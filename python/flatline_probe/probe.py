@@ -9,7 +9,8 @@ local_grad_norm (this rank's gradients before the all-reduce, unscaled), grad_ze
 update_norm (L2 of the parameters after the update, and of what the update changed); loss_scale,
 overflow and skipped from torch.amp.GradScaler (an update GradScaler skipped never reaches the
 optimizer's step hooks); batch_hash (BLAKE2b-64 of the batch's sample ids from the sampler wrapper, or
-of the batch's tensors' bytes; only equality within a run matters to the detectors); heartbeats from a
+XXH64 of the batch's tensors' bytes in one native call, BLAKE2b-64 of them without the native library;
+only equality within a run matters to the detectors); heartbeats from a
 thread with the phase; run_start, run_end, checkpoint_save, error and interrupted events.
 
 Scalars are read from the device once per step, after the step's own work, by the probe's recorder
@@ -400,9 +401,9 @@ class Probe:
         """The batch's hash into _batch_hash; on a GPU its words are summed there (_hash_words) and read
         with the step's statistics."""
         if ids is None:
-            got = self._native.blake2b64_of(tensors) if self._native is not None else None
-            if got is not None:  # the same digest as hashlib's below, in one native call
-                self._batch_hash = got
+            got = self._native.xxh64(tensors) if self._native is not None else None
+            if got is not None:  # one native call (hashlib's BLAKE2b below costs ~100x as much a byte); an
+                self._batch_hash = got  # int, made the record's 16 hex digits on the recorder's thread
                 return
             if any(t.is_cuda for t in tensors):
                 self._hash_words = device_hash_words(tensors)
@@ -690,7 +691,7 @@ class Probe:
             rec["overflow"] = rec["skipped"] = not self._stepped
         else:  # no loss scaling: the contract's 1, and no step is skipped for an overflow
             rec["loss_scale"], rec["overflow"], rec["skipped"] = 1.0, False, False
-        if self._batch_hash:
+        if self._batch_hash is not None:
             rec["batch_hash"] = self._batch_hash
         hash_words = self._hash_words
         rec["step_ms"] = (now - self._last_end) * 1e3
@@ -707,8 +708,12 @@ class Probe:
 
     def _post_step(self, rec, vals, hash_words, how):
         """Queues the record for the recorder's thread, which reads its values (_record_*)."""
-        cuda = hash_words.device if hash_words is not None else \
-            next((t.device for _, t in vals if torch.is_tensor(t) and t.is_cuda), None)
+        cuda = hash_words.device if hash_words is not None else None
+        if cuda is None:
+            for _, t in vals:  # (floats from the native passes; 0-d tensors from torch's)
+                if type(t) is not float and torch.is_tensor(t) and t.is_cuda:
+                    cuda = t.device
+                    break
         if cuda is None:  # 0-d CPU tensors and floats: read there
             self.recorder.put(self._record_cpu, rec, vals, how)
             return
@@ -747,6 +752,8 @@ class Probe:
                 v[n] = v.get(n, 0.0) + float(x) if n in _SUMMED else float(x)
         if words:
             rec["batch_hash"] = hash_of_words(words)
+        elif type(rec.get("batch_hash")) is int:  # the native XXH64's
+            rec["batch_hash"] = f"{rec['batch_hash']:016x}"
         scale = v.get("loss_scale")
         unscale = scale if scale is not None and finite(scale) and scale > 0 else 1.0
         out = {"loss": v.get("loss"), "loss_scale": scale}

@@ -14,6 +14,59 @@ from flatline_probe.norms import UpdateNorms
 
 STATS = native.load()
 
+_M = (1 << 64) - 1
+_P1, _P2, _P3, _P4, _P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,
+                           0x27D4EB2F165667C5)
+
+
+def _rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & _M
+
+
+def _round(acc, lane):
+    return _rotl((acc + lane * _P2) & _M, 31) * _P1 & _M
+
+
+def xxh64(data):
+    """XXH64 with seed 0, written from xxHash's doc/xxhash_spec.md, independently of stats.c's."""
+    n, i = len(data), 0
+    word = lambda j, w=8: int.from_bytes(data[j:j + w], "little")  # noqa: E731
+    if n >= 32:
+        v = [(_P1 + _P2) & _M, _P2, 0, (-_P1) & _M]
+        while i + 32 <= n:
+            v = [_round(v[j], word(i + 8 * j)) for j in range(4)]
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M
+        for x in v:
+            h = ((h ^ _round(0, x)) * _P1 + _P4) & _M
+    else:
+        h = _P5
+    h = (h + n) & _M
+    while i + 8 <= n:
+        h = (_rotl(h ^ _round(0, word(i)), 27) * _P1 + _P4) & _M
+        i += 8
+    if i + 4 <= n:
+        h = (_rotl(h ^ (word(i, 4) * _P1 & _M), 23) * _P2 + _P3) & _M
+        i += 4
+    while i < n:
+        h = _rotl(h ^ (data[i] * _P5 & _M), 11) * _P1 & _M
+        i += 1
+    h = (h ^ (h >> 33)) * _P2 & _M
+    h = (h ^ (h >> 29)) * _P3 & _M
+    return h ^ (h >> 32)
+
+
+def libxxhash():
+    """The system's libxxhash through ctypes, or None where it is not installed."""
+    import ctypes
+    import ctypes.util
+    name = ctypes.util.find_library("xxhash")
+    if name is None:
+        return None
+    lib = ctypes.CDLL(name)
+    lib.XXH64.restype, lib.XXH64.argtypes = ctypes.c_uint64, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64]
+    return lib
+
 
 @unittest.skipIf(STATS is None, "no C compiler: the probe takes the torch path (tested everywhere else)")
 class NativeStatsTest(unittest.TestCase):
@@ -122,16 +175,19 @@ class NativeStatsTest(unittest.TestCase):
         want_us = float((d.double() ** 2).sum())
         self.assertLess(abs(us - want_us), 2e-6 * want_us)
 
-    def test_the_batch_hash_is_hashlibs_blake2b_of_the_bytes(self):
-        import hashlib
+    def test_the_batch_hash_is_xxh64_of_the_bytes_joined(self):
         torch.manual_seed(0)
-        for sizes in ([0], [1], [127], [128], [129], [16, 112], [256, 3, 1000], [4096, 4096]):
+        for sizes in ([0], [1], [3], [31], [32], [33], [16, 17], [5, 0, 27], [256, 3, 1000], [4096, 4096]):
             ts = [torch.randint(-1 << 40, 1 << 40, (n,)) for n in sizes] + [torch.randn(5)]
-            h = hashlib.blake2b(digest_size=8)
-            for t in ts:
-                h.update(t.numpy().tobytes())
-            self.assertEqual(STATS.blake2b64_of(ts), h.hexdigest(), sizes)
-        self.assertIsNone(STATS.blake2b64_of([torch.ones(4, 4).t()]))  # not contiguous: hashlib's path
+            joined = b"".join(t.numpy().tobytes() for t in ts)
+            self.assertEqual(STATS.xxh64_of(ts), f"{xxh64(joined):016x}", sizes)
+            lib = libxxhash()
+            if lib is not None:  # the reference implementation, where the machine has it
+                self.assertEqual(STATS.xxh64_of(ts), f"{lib.XXH64(joined, len(joined), 0):016x}", sizes)
+        t = torch.arange(16, dtype=torch.int32).reshape(4, 4)
+        self.assertEqual(STATS.xxh64_of([t.t()]), STATS.xxh64_of([t.t().contiguous()]))  # its bytes, in order
+        self.assertNotEqual(STATS.xxh64_of([t.t()]), STATS.xxh64_of([t]))
+        self.assertIsNone(STATS.xxh64_of([torch.ones(4).to_sparse()]))
 
     def test_other_tensors_take_the_torch_path(self):
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4), torch.ones(4, dtype=torch.float64)]))
