@@ -17,7 +17,8 @@ A write that fails is reported on stderr with the file and the OS's reason, and 
 
 The step records are finished off the training's thread (`Recorder`): the training's thread queues what
 a step gave (its 0-d tensors and sums, the device's copies still on their way), and a thread of the
-probe's own, FLUSH_S after the first of them was queued (asleep while none is), reads them, fills the
+probe's own, FLUSH_S after the first of them was queued (looking every FLUSH_S while they come, asleep
+after IDLE_S without any), reads them, fills the
 records, encodes them and writes them, in the order queued, in one write(2); so a record reaches the
 file within about FLUSH_S of its step's end, and the encoding (~10-40 us a record, cold) is not the
 step's. Events are queued behind the records before them
@@ -33,6 +34,7 @@ import threading
 import time
 
 FLUSH_S = 0.02  # a step record waits at most this long for the records after it (above)
+IDLE_S = 1.0    # the recorder's thread sleeps until woken after this long with nothing queued (Recorder)
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder (json.dumps makes one a call)
 
 
@@ -116,26 +118,33 @@ def _release(lock):
 class Recorder:
     """Work queued by the training's thread, done in order on a thread of its own `interval_s` after the
     first of it was queued (then `then()`, e.g. the writer's flush), or at once by whoever calls drain().
-    put(fn, *args) queues fn(*args); a callable that raises is reported on stderr and the rest go on. The
-    thread sleeps while nothing is queued (an idle or stopped job wakes it for nothing)."""
+    put(fn, *args) queues fn(*args); a callable that raises is reported on stderr and the rest go on.
 
-    def __init__(self, interval_s, then=None):
+    While work comes, the thread looks at the queue every interval by itself: put() only appends, and the
+    training's thread never pays for a wake-up (a futex wake cost the waker ~15-25 µs on the 2-vCPU
+    development VM, once an interval). After `idle_s` with nothing queued it sleeps until a put() wakes it
+    (an idle or stopped job does not wake it every interval)."""
+
+    def __init__(self, interval_s, then=None, idle_s=None):
         self.interval_s, self._then = interval_s, then
+        self._idle_rounds = max(1, math.ceil((IDLE_S if idle_s is None else idle_s) / interval_s))
         self._items = collections.deque()  # (fn, args): append and popleft are atomic
         self._lock = threading.RLock()     # one drainer at a time (a signal handler may drain inside one)
         self._stop = threading.Event()
-        # released by put() since the thread last took the queue. A bare lock, released in one C call: an
-        # Event's set() holds its Condition's lock across Python code, where the probe's SIGTERM handler
-        # may run on the same (training's) thread, queue its event and wait forever for that lock
+        # released by put() while the thread sleeps. A bare lock, released in one C call: an Event's set()
+        # holds its Condition's lock across Python code, where the probe's SIGTERM handler may run on the
+        # same (training's) thread, queue its event and wait forever for that lock
         self._queued = _taken_lock()
+        self._sleeping = False  # the thread sleeps until put() releases _queued
         self._thread = threading.Thread(target=self._run, name="flatline-recorder", daemon=True)
         self._thread.start()
 
     def put(self, fn, *args):
         self._items.append((fn, args))
-        # after the append: the thread takes the lock again before it drains, so an item queued while it
-        # was still released is drained by that drain (no wake-up is lost); released once an interval
-        if self._queued.locked():
+        # after the append: the thread looks at the queue again after it says it sleeps and before it does,
+        # so an item queued before this read is seen there, and one after it is released for (no wake-up
+        # is lost; a release the thread did not need only makes it look once more)
+        if self._sleeping:
             _release(self._queued)
 
     def drain(self):
@@ -153,15 +162,24 @@ class Recorder:
             print(f"flatline probe: a record could not be made: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     def _run(self):
+        idle = self._idle_rounds  # asleep until the first put()
         while True:
-            self._queued.acquire()  # until put() (or stop()) releases it
+            if idle >= self._idle_rounds:
+                self._sleeping = True
+                if not self._items:
+                    self._queued.acquire()  # until put() (or stop()) releases it
+                self._sleeping = False
+                self._queued.acquire(blocking=False)  # (taken again: the next sleep waits for a release)
+                idle = 0
             if self._stop.wait(self.interval_s):  # what came in the interval, together
                 return
-            self._queued.acquire(blocking=False)  # a put() from here on wakes the next round
             if self._items:
+                idle = 0
                 self.drain()
                 if self._then is not None:
                     self._call(self._then, ())
+            else:
+                idle += 1
 
     def disown(self):
         """In a process forked from this one: what is queued is the parent's, and so may be the lock (held

@@ -90,23 +90,46 @@ class RecorderTest(unittest.TestCase):
         self.assertEqual(flushed[0], 2)  # after the queue it took
         r.stop()
 
-    def test_with_nothing_queued_its_thread_sleeps_until_something_is(self):
+    def test_with_nothing_queued_for_idle_s_its_thread_sleeps_until_something_is(self):
         import linecache
         import sys
-        r = Recorder(0.005)
-        done = []
-        for _ in range(2):  # idle from the start, then idle again after a drain
-            time.sleep(0.05)
+
+        def where():
             frame = sys._current_frames()[r._thread.ident]
             while frame is not None and frame.f_code.co_name != "_run":
                 frame = frame.f_back
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-            self.assertIn("_queued.acquire()", line)  # not a timed wait: no wake-ups every interval
+            return linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+
+        r = Recorder(0.005, idle_s=0.02)
+        done = []
+        for _ in range(2):  # idle from the start, then idle again after a drain
+            time.sleep(0.1)
+            self.assertIn("_queued.acquire()", where())  # not a timed wait: no wake-ups every interval
+            self.assertTrue(r._sleeping)
             r.put(done.append, len(done))
             deadline = time.monotonic() + 5
             while len(done) < _ + 1 and time.monotonic() < deadline:
                 time.sleep(0.002)
         self.assertEqual(done, [0, 1])
+        r.stop()
+        self.assertFalse(r._thread.is_alive())
+
+    def test_while_work_comes_put_only_appends(self):
+        # the thread looks every interval by itself: the training's thread releases nothing (no wake-up)
+        r = Recorder(0.01, idle_s=10.0)
+        done = []
+        r.put(done.append, 0)  # wakes it from its first sleep
+        deadline = time.monotonic() + 5
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.002)
+        for i in range(1, 4):
+            self.assertFalse(r._sleeping)
+            self.assertTrue(r._queued.locked())
+            r.put(done.append, i)
+            self.assertTrue(r._queued.locked())  # not released: nothing woken
+            while len(done) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.002)
+        self.assertEqual(done, [0, 1, 2, 3])
         r.stop()
         self.assertFalse(r._thread.is_alive())
 
