@@ -10,9 +10,15 @@ steps, so the import and the first steps cancel out:
     done; done
     # a step: (I(on, 120) - I(on, 20)) / 100 against the same for off
 
-(~2 min a run for TinyLM, ~6 for GPT-2, on 2 cores.) The recorder thread's work is counted too; under
-valgrind it takes each record on its own rather than 20 ms of them, so the probe's count is if anything
-high.
+(~2 min a run for TinyLM, ~6 for GPT-2, on 2 cores.) `ddp` runs the tests' DDP job (TinyLM on 2 Gloo ranks,
+a process each; bench/probe_overhead.py --ranks 2), each rank under the command --wrap gives ({rank}: 0, 1):
+
+    .venv/bin/python bench/probe_instructions.py on 120 ddp \
+      --wrap='valgrind --tool=callgrind --callgrind-out-file=/tmp/cg-on-120-r{rank}.out'
+
+The probe's threads' work is counted too (callgrind's --separate-threads=yes gives each thread's apart);
+under valgrind a step takes ~50 times as long, so the recorder thread takes fewer records at a time than
+it would (it works once every FLUSH_S): its count a record is, if anything, high.
 """
 import os
 import sys
@@ -23,10 +29,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import probe_overhead as pb  # noqa: E402
 
 
+def ddp_main(on, steps, wrap):
+    """The tests' DDP job (probe_overhead.DDPJob: TinyLM on 2 Gloo ranks, the sampler wrapper, clipping),
+    one copy a process, probed or not: this script again per rank, each under `wrap` ({rank} filled in)."""
+    if "LOCAL_RANK" not in os.environ:
+        import shlex
+        import socket
+        import subprocess
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        argv = [a for a in sys.argv if not a.startswith("--wrap=")]
+        procs = [subprocess.Popen(shlex.split(wrap.format(rank=r)) + [sys.executable] + argv,
+                                  env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in range(2)]
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            sys.exit(f"a rank failed: exit statuses {codes}")
+        return
+    torch.distributed.init_process_group("gloo")
+    job = pb.DDPJob(on, pb.ByteWindows())
+    for _ in range(steps):
+        job.step()
+    if job.probe:
+        job.probe.close()
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
 def main():
     on, steps = sys.argv[1] == "on", int(sys.argv[2])
-    model = sys.argv[3] if len(sys.argv) > 3 else "tiny"
+    model = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else "tiny"
     torch.set_num_threads(1)
+    if model == "ddp":
+        wrap = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--wrap=")), "")
+        return ddp_main(on, steps, wrap)
     job = pb.Job(pb.TinyLM if model == "tiny" else pb.tiny_gpt2, on, pb.ByteWindows())
     for _ in range(steps):
         job.step()
