@@ -9,13 +9,14 @@
  * elements under ~1e-19, whose squares underflow float32, are summed in double too). Nothing here
  * allocates, keeps a pointer, or touches Python: ctypes releases the interpreter lock around each call.
  *
- *   flatline_grad_stats    sum of squares (returned) and the count of elements that are not 0 (-0.0 is 0; a NaN
- *                          counts as not 0, and makes the sum NaN: the probe then drops the count)
+ *   flatline_grad_stats    sum of squares (returned) and the count of elements that are not 0 (-0.0
+ *                          is 0; a NaN counts as not 0, and makes the sum NaN: the probe then drops
+ *                          the count)
  *   flatline_gather        the tensors' elements into one flat buffer, in order (the snapshot of the
  *                          parameters before an update)
- *   flatline_update_stats  after an update: the sum of squares of the parameters (returned), and of (parameter -
- *                          snapshot) computed in float32 as torch.sub would; the snapshot then takes the
- *                          parameters' values (the next update's "before"), in the same pass
+ *   flatline_update_stats  after an update: the sum of squares of the parameters (returned), and of
+ *                          (parameter - snapshot) computed in float32 as torch.sub would; the snapshot
+ *                          then takes the parameters' values (the next update's "before"), same pass
  *   flatline_xxh64         XXH64 (seed 0) of k buffers one after the other, as if joined: the batch's hash
  */
 #include <stdint.h>
@@ -124,7 +125,8 @@ static void update_double(const float *p, float *before, int64_t m, double *ps, 
 }
 
 FLATLINE_CLONES
-double flatline_update_stats(int64_t k, const float *const *ptr, const int64_t *n, float *before, double *update_sq)
+double flatline_update_stats(int64_t k, const float *const *ptr, const int64_t *n, float *before,
+                             double *update_sq)
 {
     double ps = 0.0, us = 0.0;
     for (int64_t t = 0; t < k; ++t) {

@@ -420,8 +420,8 @@ class ProbeTest(unittest.TestCase):
         probe = attach(self.dir, model, opt, plan=plan())
         xs = [torch.full((4, 2), float(i + 1)) for i in range(3)]
         stats = native.load()  # its hash is checked against XXH64's in test_native
-        want = [stats.xxh64_of([x]) if stats is not None else hashlib.blake2b(x.numpy().tobytes(), digest_size=8).hexdigest()
-                for x in xs]
+        want = [stats.xxh64_of([x]) if stats is not None else
+                hashlib.blake2b(x.numpy().tobytes(), digest_size=8).hexdigest() for x in xs]
         for x in xs:
             loss = probe.loss(model(x).pow(2).mean())
             opt.zero_grad()
