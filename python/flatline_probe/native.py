@@ -145,8 +145,9 @@ class Stats:
         lib.flatline_xxh64.argtypes = [i64, p, p]
         lib.flatline_xxh64.restype = ctypes.c_uint64
         self.lib = lib
-        self._seen = None  # update_stats_of's tensors as last checked in full: ([data pointers], [byte sizes])
-        self._seen_args = None  # and their _plain_args
+        # update_stats_of's tensors as last checked in full: ([data pointers], [byte sizes], their _plain_args),
+        # one tuple (read and replaced whole: probes on two threads never mix two lists' halves)
+        self._seen = None
 
     def xxh64_of(self, ts):
         """xxh64(ts) as 16 hex digits (xxhsum's form), or None."""
@@ -204,12 +205,12 @@ class Stats:
             return None
         seen = self._seen
         if seen is not None and seen[0] == ptrs and seen[1] == sizes:
-            a = self._seen_args
+            a = seen[2]
             if versions is not None:
                 versions += [t._version for t in ts]
         else:
             a = _plain_args(ts, versions)
-            self._seen, self._seen_args = ((ptrs, sizes), a) if a is not None else (None, None)
+            self._seen = (ptrs, sizes, a) if a is not None else None
         if a is None or not plain((before,)) or a[3] != before.numel():
             return None
         us = ctypes.c_double()

@@ -189,6 +189,27 @@ class NativeStatsTest(unittest.TestCase):
         self.assertNotEqual(STATS.xxh64_of([t.t()]), STATS.xxh64_of([t]))
         self.assertIsNone(STATS.xxh64_of([torch.ones(4).to_sparse()]))
 
+    def test_the_update_pass_checks_its_tensors_again_where_a_pointer_or_size_moved(self):
+        stats = native.Stats(STATS.lib)  # a fresh one: nothing checked yet
+        p = [torch.randn(300), torch.randn(40)]
+        before = torch.empty(340)
+        self.assertTrue(stats.gather_of(p, before))
+        p[0].add_(1.0)
+        versions = []
+        ps, us = stats.update_stats_of(p, before, versions)  # checked in full
+        self.assertAlmostEqual(us, 300.0, places=3)
+        self.assertEqual(versions, [1, 0])
+        p[1].mul_(2.0)
+        versions = []
+        ps, us = stats.update_stats_of(p, before, versions)  # the same pointers and sizes: not checked again
+        self.assertAlmostEqual(ps, float(sum((t.double() ** 2).sum() for t in p)), delta=1e-5 * ps)
+        self.assertEqual(versions, [1, 1])  # read all the same
+        p[1].data = p[1].data.double()  # a new pointer (an id and a version that did not move)
+        self.assertIsNone(stats.update_stats_of(p, before))
+        p[1].data = torch.randn(41)  # float32 again, another size
+        self.assertIsNone(stats.update_stats_of(p, before))  # (not the snapshot's total)
+        self.assertIsNone(stats.update_stats_of([torch.ones(3).to_sparse()], torch.empty(3)))  # no storage
+
     def test_other_tensors_take_the_torch_path(self):
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4), torch.ones(4, dtype=torch.float64)]))
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4, 4).t()[0]]))  # not contiguous
