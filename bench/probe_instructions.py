@@ -5,20 +5,22 @@ run under callgrind; a step's count is the difference of two runs' totals over t
 steps, so the import and the first steps cancel out:
 
     for s in 20 120; do for p in on off; do
-      PYTHONPATH=python valgrind --tool=callgrind --callgrind-out-file=/tmp/cg-$p-$s.out \\
+      PYTHONHASHSEED=0 PYTHONPATH=python valgrind --tool=callgrind --callgrind-out-file=/tmp/cg-$p-$s.out \\
         .venv/bin/python bench/probe_instructions.py $p $s [tiny|gpt2] 2>&1 | grep Collected
     done; done
     # a step: (I(on, 120) - I(on, 20)) / 100 against the same for off
 
-(~2 min a run for TinyLM, ~6 for GPT-2, on 2 cores.) `ddp` runs the tests' DDP job (TinyLM on 2 Gloo ranks,
-a process each; bench/probe_overhead.py --ranks 2), each rank under the command --wrap gives ({rank}: 0, 1):
+(~3-8 min a run for TinyLM on 2 cores. PYTHONHASHSEED=0: the interpreter's string hashes, random per
+process otherwise, move a count by up to ~0.1 M a step between identical runs.) `ddp` runs the tests'
+DDP job (TinyLM on 2 Gloo ranks, a process each; bench/probe_overhead.py --ranks 2), each rank under
+the command --wrap gives ({rank}: 0, 1):
 
-    .venv/bin/python bench/probe_instructions.py on 120 ddp \
-      --wrap='valgrind --tool=callgrind --callgrind-out-file=/tmp/cg-on-120-r{rank}.out'
+    PYTHONHASHSEED=0 PYTHONPATH=python .venv/bin/python bench/probe_instructions.py on 70 ddp \\
+      --wrap='valgrind --tool=callgrind --callgrind-out-file=/tmp/cg-on-70-r{rank}.out'
 
 The probe's threads' work is counted too (callgrind's --separate-threads=yes gives each thread's apart);
 under valgrind a step takes ~50 times as long, so the recorder thread takes fewer records at a time than
-it would (it works once every FLUSH_S): its count a record is, if anything, high.
+it would (it works once every FLUSH_S), and it may be starved: compare the sum over threads.
 """
 import os
 import sys
