@@ -156,14 +156,15 @@ class Stats:
 
     def xxh64(self, ts):
         """XXH64 of the tensors' bytes one after the other (as if joined), an int; a tensor that is not
-        contiguous is hashed as its contiguous copy (the same bytes). None where one is not a dense CPU
-        tensor (a GPU batch is hashed on its device: norms.device_hash_words)."""
+        contiguous, or a conjugate or negative view (z.conj(), its .imag: another tensor's memory and a
+        bit that says what its values are), is hashed as its values' contiguous copy. None where one is not
+        a dense CPU tensor (a GPU batch is hashed on its device: norms.device_hash_words)."""
         ptrs, sizes, copies = [], [], []
         for t in ts:
             if not t.is_cpu or t.layout is not _STRIDED:
                 return None
-            if not t.is_contiguous():
-                t = t.contiguous()
+            if not t.is_contiguous() or t.is_conj() or t.is_neg():
+                t = t.resolve_conj().resolve_neg().contiguous()
                 copies.append(t)  # alive across the call
             ptrs.append(t.data_ptr())
             sizes.append(t.nbytes)

@@ -189,6 +189,16 @@ class NativeStatsTest(unittest.TestCase):
         self.assertNotEqual(STATS.xxh64_of([t.t()]), STATS.xxh64_of([t]))
         self.assertIsNone(STATS.xxh64_of([torch.ones(4).to_sparse()]))
 
+    def test_a_conjugate_or_negative_view_is_hashed_as_its_values(self):
+        # z.conj() shares z's memory (a bit says "conjugate"): its values are not z's
+        z = torch.randn(6, dtype=torch.complex64)
+        self.assertEqual(STATS.xxh64_of([z.conj()]), f"{xxh64(z.conj().resolve_conj().numpy().tobytes()):016x}")
+        self.assertNotEqual(STATS.xxh64_of([z.conj()]), STATS.xxh64_of([z]))
+        im = z.conj().imag  # a view of z's memory with the negative bit
+        self.assertTrue(im.is_neg())
+        self.assertEqual(STATS.xxh64_of([im]), f"{xxh64((-z.imag).numpy().tobytes()):016x}")
+        self.assertEqual(STATS.xxh64_of([z.conj()[::2]]), STATS.xxh64_of([z.conj().resolve_conj()[::2]]))
+
     def test_the_update_pass_checks_its_tensors_again_where_a_pointer_or_size_moved(self):
         stats = native.Stats(STATS.lib)  # a fresh one: nothing checked yet
         p = [torch.randn(300), torch.randn(40)]
