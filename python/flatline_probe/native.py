@@ -114,9 +114,9 @@ def _plain_args(ts, versions=None):
     ptrs, counts = [], []
     try:
         for t in ts:
-            # (a sparse COO tensor is not contiguous; is_contiguous() raises for the other sparse layouts,
-            # data_ptr() for tensors without storage)
-            if t.dtype is not _F32 or not t.is_cpu or not t.is_contiguous():
+            # (the layout first: a jagged nested tensor is float32, "contiguous", and its data_ptr() is 0
+            # without raising; data_ptr() raises for tensors without storage)
+            if t.dtype is not _F32 or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                 return None
             ptrs.append(t.data_ptr())
             counts.append(t.numel())
