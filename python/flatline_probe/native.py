@@ -6,7 +6,8 @@ ctypes: the probe stays standard library + torch to install, and a step's statis
 instead of ten torch calls and two copies. Where there is no compiler, the compile fails, the cache is
 not writable, or FLATLINE_PROBE_NATIVE=0, `load()` returns None (saying why once on stderr where asked)
 and the probe takes the same statistics with torch calls (norms.py). Tensors on a GPU, in other dtypes,
-or not contiguous take the torch path too (the `*_of` methods return None for them).
+not contiguous, or without memory of their own (a data pointer of 0: a jagged nested tensor, a
+MaskedTensor) take the torch path too (the `*_of` methods return None for them).
 
 Several ranks starting at once compile into their own temporary file and rename it into place, so a
 reader never loads a half-written library.
@@ -118,8 +119,11 @@ def _plain_args(ts, versions=None):
             # without raising; data_ptr() raises for tensors without storage)
             if t.dtype is not _F32 or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                 return None
-            ptrs.append(t.data_ptr())
-            counts.append(t.numel())
+            ptr, n = t.data_ptr(), t.numel()
+            if not ptr and n:  # a tensor subclass without memory of its own (MaskedTensor): no pointer
+                return None
+            ptrs.append(ptr)
+            counts.append(n)
             if versions is not None:
                 versions.append(t._version)
     except RuntimeError:
@@ -166,8 +170,11 @@ class Stats:
             if not t.is_contiguous() or t.is_conj() or t.is_neg():
                 t = t.resolve_conj().resolve_neg().contiguous()
                 copies.append(t)  # alive across the call
-            ptrs.append(t.data_ptr())
-            sizes.append(t.nbytes)
+            ptr, n = t.data_ptr(), t.nbytes
+            if not ptr and n:  # a tensor subclass without memory of its own (MaskedTensor): no pointer
+                return None
+            ptrs.append(ptr)
+            sizes.append(n)
         k = len(ptrs)
         return self.lib.flatline_xxh64(k, struct.pack(f"{k}q", *ptrs), struct.pack(f"{k}q", *sizes))
 

@@ -220,23 +220,26 @@ class NativeStatsTest(unittest.TestCase):
         self.assertIsNone(stats.update_stats_of(p, before))  # (not the snapshot's total)
         self.assertIsNone(stats.update_stats_of([torch.ones(3).to_sparse()], torch.empty(3)))  # no storage
 
-    def test_a_nested_tensor_takes_the_torch_path(self):
-        # a jagged nested tensor (an nn.Parameter may hold one) is float32, on the CPU and "contiguous", and
-        # its data_ptr() is 0 without raising: the passes must not read there (a child process: a read
-        # of address 0 would end this one)
+    def test_a_tensor_without_memory_of_its_own_takes_the_torch_path(self):
+        # a jagged nested tensor (an nn.Parameter may hold one) and a MaskedTensor (a tensor subclass over
+        # two tensors) are float32, on the CPU, "contiguous", and their data_ptr() is 0 without raising:
+        # no pass may read there (a child process: a read of address 0 would end this one)
         import subprocess
         import sys
         code = (
-            "import torch\n"
+            "import torch, warnings\n"
+            "warnings.simplefilter('ignore')\n"
+            "from torch.masked import masked_tensor\n"
             "from flatline_probe import native\n"
             "s = native.load()\n"
             "n = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)], layout=torch.jagged)\n"
-            "print(s.grad_stats_of([n]), s.gather_of([n], torch.empty(18)), s.update_stats_of([n], torch.empty(18)),"
-            " s.xxh64([n]))\n")
+            "m = masked_tensor(torch.ones(18), torch.ones(18, dtype=torch.bool))\n"
+            "for t in (n, m):\n"
+            "    print(s.grad_stats_of([t]), s.gather_of([t], torch.empty(18)),"
+            " s.update_stats_of([t], torch.empty(18)), s.xxh64([t]))\n")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
-                           timeout=120)
-        self.assertEqual((r.returncode, r.stdout), (0, "None False None None\n"), r.stderr[-2000:])
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual((r.returncode, r.stdout), (0, "None False None None\n" * 2), r.stderr[-2000:])
 
     def test_other_tensors_take_the_torch_path(self):
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4), torch.ones(4, dtype=torch.float64)]))
