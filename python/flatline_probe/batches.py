@@ -23,12 +23,13 @@ def tensors_of(obj):
 
 
 def bytes_of(t):
-    """A tensor's bytes, as a buffer (no copy of a CPU tensor's; a GPU tensor's are read back)."""
+    """A tensor's bytes, as a buffer (no copy of a contiguous CPU tensor's; a GPU tensor's are read back); a
+    conjugate or negative view's are its values' (z.conj() shares z's memory)."""
     a = t.detach() if t.requires_grad else t
     if a.device.type != "cpu":
         a = a.cpu()
-    if not a.is_contiguous():
-        a = a.contiguous()
+    if not a.is_contiguous() or a.is_conj() or a.is_neg():
+        a = a.resolve_conj().resolve_neg().contiguous()
     try:
         return a.numpy()
     except TypeError:  # no numpy dtype (bfloat16, ...): its bytes

@@ -6,7 +6,8 @@ ctypes: the probe stays standard library + torch to install, and a step's statis
 instead of ten torch calls and two copies. Where there is no compiler, the compile fails, the cache is
 not writable, or FLATLINE_PROBE_NATIVE=0, `load()` returns None (saying why once on stderr where asked)
 and the probe takes the same statistics with torch calls (norms.py). Tensors on a GPU, in other dtypes,
-or not contiguous take the torch path too (the `*_of` methods return None for them).
+not contiguous, or without memory of their own (a data pointer of 0: a jagged nested tensor, a
+MaskedTensor) take the torch path too (the `*_of` methods return None for them).
 
 Several ranks starting at once compile into their own temporary file and rename it into place, so a
 reader never loads a half-written library.
@@ -114,12 +115,15 @@ def _plain_args(ts, versions=None):
     ptrs, counts = [], []
     try:
         for t in ts:
-            # (a sparse COO tensor is not contiguous; is_contiguous() raises for the other sparse layouts,
-            # data_ptr() for tensors without storage)
-            if t.dtype is not _F32 or not t.is_cpu or not t.is_contiguous():
+            # (the layout first: a jagged nested tensor is float32, "contiguous", and its data_ptr() is 0
+            # without raising; data_ptr() raises for tensors without storage)
+            if t.dtype is not _F32 or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                 return None
-            ptrs.append(t.data_ptr())
-            counts.append(t.numel())
+            ptr, n = t.data_ptr(), t.numel()
+            if not ptr and n:  # a tensor subclass without memory of its own (MaskedTensor): no pointer
+                return None
+            ptrs.append(ptr)
+            counts.append(n)
             if versions is not None:
                 versions.append(t._version)
     except RuntimeError:
@@ -156,17 +160,21 @@ class Stats:
 
     def xxh64(self, ts):
         """XXH64 of the tensors' bytes one after the other (as if joined), an int; a tensor that is not
-        contiguous is hashed as its contiguous copy (the same bytes). None where one is not a dense CPU
-        tensor (a GPU batch is hashed on its device: norms.device_hash_words)."""
+        contiguous, or a conjugate or negative view (z.conj(), its .imag: another tensor's memory and a
+        bit that says what its values are), is hashed as its values' contiguous copy. None where one is not
+        a dense CPU tensor (a GPU batch is hashed on its device: norms.device_hash_words)."""
         ptrs, sizes, copies = [], [], []
         for t in ts:
             if not t.is_cpu or t.layout is not _STRIDED:
                 return None
-            if not t.is_contiguous():
-                t = t.contiguous()
+            if not t.is_contiguous() or t.is_conj() or t.is_neg():
+                t = t.resolve_conj().resolve_neg().contiguous()
                 copies.append(t)  # alive across the call
-            ptrs.append(t.data_ptr())
-            sizes.append(t.nbytes)
+            ptr, n = t.data_ptr(), t.nbytes
+            if not ptr and n:  # a tensor subclass without memory of its own (MaskedTensor): no pointer
+                return None
+            ptrs.append(ptr)
+            sizes.append(n)
         k = len(ptrs)
         return self.lib.flatline_xxh64(k, struct.pack(f"{k}q", *ptrs), struct.pack(f"{k}q", *sizes))
 

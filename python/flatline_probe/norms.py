@@ -88,7 +88,7 @@ def device_hash_words(tensors):
     in a double), two per tensor (its weighted sum), then one per tensor of its element count."""
     words = []
     for t in tensors:
-        a = t.detach().reshape(-1)
+        a = t.detach().resolve_conj().resolve_neg().reshape(-1)  # a conjugate or negative view: its values
         if a.is_floating_point() or a.is_complex():
             a = a.view({8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[a.element_size()])
         words.append((a.to(torch.int64) * _weights(a.numel(), a.device)).sum())

@@ -189,6 +189,16 @@ class NativeStatsTest(unittest.TestCase):
         self.assertNotEqual(STATS.xxh64_of([t.t()]), STATS.xxh64_of([t]))
         self.assertIsNone(STATS.xxh64_of([torch.ones(4).to_sparse()]))
 
+    def test_a_conjugate_or_negative_view_is_hashed_as_its_values(self):
+        # z.conj() shares z's memory (a bit says "conjugate"): its values are not z's
+        z = torch.randn(6, dtype=torch.complex64)
+        self.assertEqual(STATS.xxh64_of([z.conj()]), f"{xxh64(z.conj().resolve_conj().numpy().tobytes()):016x}")
+        self.assertNotEqual(STATS.xxh64_of([z.conj()]), STATS.xxh64_of([z]))
+        im = z.conj().imag  # a view of z's memory with the negative bit
+        self.assertTrue(im.is_neg())
+        self.assertEqual(STATS.xxh64_of([im]), f"{xxh64((-z.imag).numpy().tobytes()):016x}")
+        self.assertEqual(STATS.xxh64_of([z.conj()[::2]]), STATS.xxh64_of([z.conj().resolve_conj()[::2]]))
+
     def test_the_update_pass_checks_its_tensors_again_where_a_pointer_or_size_moved(self):
         stats = native.Stats(STATS.lib)  # a fresh one: nothing checked yet
         p = [torch.randn(300), torch.randn(40)]
@@ -209,6 +219,27 @@ class NativeStatsTest(unittest.TestCase):
         p[1].data = torch.randn(41)  # float32 again, another size
         self.assertIsNone(stats.update_stats_of(p, before))  # (not the snapshot's total)
         self.assertIsNone(stats.update_stats_of([torch.ones(3).to_sparse()], torch.empty(3)))  # no storage
+
+    def test_a_tensor_without_memory_of_its_own_takes_the_torch_path(self):
+        # a jagged nested tensor (an nn.Parameter may hold one) and a MaskedTensor (a tensor subclass over
+        # two tensors) are float32, on the CPU, "contiguous", and their data_ptr() is 0 without raising:
+        # no pass may read there (a child process: a read of address 0 would end this one)
+        import subprocess
+        import sys
+        code = (
+            "import torch, warnings\n"
+            "warnings.simplefilter('ignore')\n"
+            "from torch.masked import masked_tensor\n"
+            "from flatline_probe import native\n"
+            "s = native.load()\n"
+            "n = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)], layout=torch.jagged)\n"
+            "m = masked_tensor(torch.ones(18), torch.ones(18, dtype=torch.bool))\n"
+            "for t in (n, m):\n"
+            "    print(s.grad_stats_of([t]), s.gather_of([t], torch.empty(18)),"
+            " s.update_stats_of([t], torch.empty(18)), s.xxh64([t]))\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual((r.returncode, r.stdout), (0, "None False None None\n" * 2), r.stderr[-2000:])
 
     def test_other_tensors_take_the_torch_path(self):
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4), torch.ones(4, dtype=torch.float64)]))

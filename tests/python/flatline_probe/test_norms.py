@@ -98,6 +98,13 @@ class NormsTest(unittest.TestCase):
         self.assertNotEqual(words_hash([x, y2]), h)
         self.assertNotEqual(words_hash([x, y.half()]), h)
 
+    def test_device_hash_of_a_conjugate_or_negative_view_is_its_values(self):
+        z = torch.randn(2, 16, dtype=torch.complex64)
+        self.assertEqual(words_hash([z.conj()]), words_hash([z.conj().resolve_conj()]))
+        im = z.conj().imag  # the negative bit
+        self.assertEqual(words_hash([im]), words_hash([-z.imag]))
+        self.assertNotEqual(words_hash([im]), words_hash([z.imag]))
+
     def test_device_hash_words_are_exact_in_a_double(self):
         w = device_hash_words([torch.full((1000,), -(1 << 62), dtype=torch.int64)])
         self.assertEqual(w.dtype, torch.float64)

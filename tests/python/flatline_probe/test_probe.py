@@ -430,6 +430,26 @@ class ProbeTest(unittest.TestCase):
         probe.close()
         self.assertEqual([r["batch_hash"] for r in records(self.dir) if r["kind"] == "step"], want)
 
+    def test_a_batch_given_as_a_conjugate_view_is_hashed_as_its_values(self):
+        # z.conj() shares z's memory: the same batch as conj(z) made anew, another batch than z
+        torch.manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(3, dtype=torch.complex64))
+        opt = torch.optim.SGD([w], lr=0.1)
+        probe = attach(self.dir, None, opt, plan=plan())
+        z = torch.randn(4, 3, dtype=torch.complex64)
+        for x in (z.conj(), z.conj().resolve_conj(), z, z.conj().imag, -z.imag):
+            probe.batch(x)
+            loss = probe.loss(((x.to(torch.complex64) * w).abs() ** 2).mean())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        probe.close()
+        h = [r["batch_hash"] for r in records(self.dir) if r["kind"] == "step"]
+        self.assertEqual(len(h), 5)
+        self.assertEqual(h[0], h[1])
+        self.assertNotEqual(h[0], h[2])
+        self.assertEqual(h[3], h[4])
+
     def test_step_records_reach_the_file_while_the_job_runs(self):
         # the recorder's thread fills and writes them within about FLUSH_S; nothing waits for close()
         from flatline_probe import telemetry
