@@ -99,14 +99,6 @@ def load(say=False):
     return _loaded["lib"]
 
 
-def plain(ts):
-    """Whether every tensor is a contiguous float32 CPU tensor (the native path's)."""
-    for t in ts:
-        if t.dtype is not _F32 or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
-            return False
-    return True
-
-
 def _plain_args(ts, versions=None):
     """(pointers, element counts) of the tensors, packed as int64 arrays (bytes: ctypes passes their buffer),
     and the total count; None where one is not a contiguous float32 CPU tensor. `versions`: a list the
@@ -130,6 +122,12 @@ def _plain_args(ts, versions=None):
         return None
     k = len(ptrs)
     return k, struct.pack(f"{k}q", *ptrs), struct.pack(f"{k}q", *counts), sum(counts)
+
+
+def plain(ts):
+    """Whether every tensor is one the native passes take (_plain_args' check: a contiguous float32 CPU
+    tensor with memory of its own)."""
+    return _plain_args(ts) is not None
 
 
 class Stats:

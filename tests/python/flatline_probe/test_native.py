@@ -223,7 +223,8 @@ class NativeStatsTest(unittest.TestCase):
     def test_a_tensor_without_memory_of_its_own_takes_the_torch_path(self):
         # a jagged nested tensor (an nn.Parameter may hold one) and a MaskedTensor (a tensor subclass over
         # two tensors) are float32, on the CPU, "contiguous", and their data_ptr() is 0 without raising:
-        # no pass may read there (a child process: a read of address 0 would end this one)
+        # no pass may read there (a child process: a read of address 0 would end this one), and plain()
+        # says so too (UpdateNorms takes the native path on its word)
         import subprocess
         import sys
         code = (
@@ -236,10 +237,10 @@ class NativeStatsTest(unittest.TestCase):
             "m = masked_tensor(torch.ones(18), torch.ones(18, dtype=torch.bool))\n"
             "for t in (n, m):\n"
             "    print(s.grad_stats_of([t]), s.gather_of([t], torch.empty(18)),"
-            " s.update_stats_of([t], torch.empty(18)), s.xxh64([t]))\n")
+            " s.update_stats_of([t], torch.empty(18)), s.xxh64([t]), s.plain([t]))\n")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-        self.assertEqual((r.returncode, r.stdout), (0, "None False None None\n" * 2), r.stderr[-2000:])
+        self.assertEqual((r.returncode, r.stdout), (0, "None False None None False\n" * 2), r.stderr[-2000:])
 
     def test_other_tensors_take_the_torch_path(self):
         self.assertIsNone(STATS.grad_stats_of([torch.ones(4), torch.ones(4, dtype=torch.float64)]))
