@@ -228,10 +228,12 @@ uint64_t flatline_xxh64(int64_t k, const uint8_t *const *ptr, const int64_t *nby
         memcpy(mem, p, (size_t)n);
         fill = n;
     }
-    uint64_t h = total >= 32 ? rotl64(v[0], 1) + rotl64(v[1], 7) + rotl64(v[2], 12) + rotl64(v[3], 18) : XXH_P5;
-    if (total >= 32)
+    uint64_t h = XXH_P5; /* under 32 bytes: no stripe */
+    if (total >= 32) {
+        h = rotl64(v[0], 1) + rotl64(v[1], 7) + rotl64(v[2], 12) + rotl64(v[3], 18);
         for (int i = 0; i < 4; ++i)
             h = xxh_merge(h, v[i]);
+    }
     h += total;
     const uint8_t *p = mem;
     for (; fill >= 8; p += 8, fill -= 8)

@@ -18,10 +18,9 @@ A write that fails is reported on stderr with the file and the OS's reason, and 
 The step records are finished off the training's thread (`Recorder`): the training's thread queues what
 a step gave (its 0-d tensors and sums, the device's copies still on their way), and a thread of the
 probe's own, FLUSH_S after the first of them was queued (looking every FLUSH_S while they come, asleep
-after IDLE_S without any), reads them, fills the
-records, encodes them and writes them, in the order queued, in one write(2); so a record reaches the
-file within about FLUSH_S of its step's end, and the encoding (~10-40 us a record, cold) is not the
-step's. Events are queued behind the records before them
+after IDLE_S without any), reads them, fills the records, encodes them and writes them, in the order
+queued, in one write(2); so a record reaches the file within about FLUSH_S of its step's end, and the
+encoding (~10-40 us a record, cold) is not the step's. Events are queued behind the records before them
 and written at once (`drain()` on the poster's thread), as is whatever is queued when the training ends,
 raises or is signalled.
 """
