@@ -781,7 +781,7 @@ class Probe:
                 rec.pop("loss", None)
         every = self.plan["log_every"] if self.plan else 1
         if rec["step"] % every == 0 or frozen is not None:
-            self.writer.post(rec)
+            self.writer.add(rec)  # written by the recorder's flush after its drain, or the event or end behind it
 
     # ---- the end ----------------------------------------------------------------------------------
     def _close_writer(self):

@@ -4,14 +4,14 @@ One JSON object a line in <run dir>/telemetry/rank-<r>.jsonl. Lines are written 
 the lines pending, never a part of one) from whichever thread posts them (the training's or the
 heartbeat's), under a lock:
   - a heartbeat or an event is written at once, with every line posted before it;
-  - a step record is written at once when the last write is FLUSH_S or more ago; else it waits for the
-    next post or heartbeat. So a record reaches the page cache within max(FLUSH_S, the next step) and
-    never later than a heartbeat interval, and a write(2) per record (~25-70 us on ext4, which updates
-    the file's times through its journal) is paid at most once per FLUSH_S: steps slower than FLUSH_S
-    write each record at once. The probe writes what is pending when the training ends, raises, or is
-    signalled (SIGTERM, SIGINT, SIGHUP); a process killed outright (SIGKILL, a crash in native code)
-    loses what was pending: at most FLUSH_S of records, or a heartbeat interval of them after a burst
-    of fast steps.
+  - a record given to post() is written at once when the last write is FLUSH_S or more ago; else it
+    waits for the next post or heartbeat. One given to add() waits for the next flush(), post(now=True)
+    or close(): the probe's step records, added by the recorder (below), which flushes them after each
+    drain, so a drain's records take one write(2) (~25-70 us on ext4, which updates the file's times
+    through its journal). So a step record reaches the page cache within about FLUSH_S of its step's
+    end, and never later than a heartbeat interval. The probe writes what is pending when the training
+    ends, raises, or is signalled (SIGTERM, SIGINT, SIGHUP); a process killed outright (SIGKILL, a crash
+    in native code) loses what was pending: at most about FLUSH_S of records.
 A write that fails is reported on stderr with the file and the OS's reason, and the probe stops writing
 (the training is the user's: it is not ended for it).
 
@@ -54,15 +54,25 @@ class Writer:
 
     def post(self, record, now=False):
         """Posts a record: written at once when `now` (heartbeats, events) or FLUSH_S after the last write."""
+        self._append(record, now, True)
+
+    def add(self, record):
+        """Adds a record to what is pending, written by the next flush(), post(now=True) or close(): the
+        recorder's thread adds a drain's step records and then flushes them in one write(2) (a post() of
+        the first of them, FLUSH_S after the last write, would have written that one alone)."""
+        self._append(record, False, False)
+
+    def _append(self, record, now, by_time):
         line = (_encode(record) + "\n").encode()
         with self._lock:
             if self._failed or self._fd is None:
                 return
             self._pending.append(line)
             self._last = (record.get("kind"), record.get("step"))
-            t = time.monotonic()
-            if now or t - self._written >= FLUSH_S:
-                self._write(t)
+            if now or by_time:
+                t = time.monotonic()
+                if now or t - self._written >= FLUSH_S:
+                    self._write(t)
 
     def flush(self):
         with self._lock:

@@ -1,5 +1,5 @@
 """The probe's writer and recorder (python/flatline_probe/telemetry.py, docs/DESIGN.md §16): heartbeats and
-events at once, step records within FLUSH_S, whole lines only, a failed write named once; the recorder's
+events at once, step records within FLUSH_S (or at the flush after add()), whole lines only, a failed write named once; the recorder's
 work done in order, on its thread or by drain(), a failing item named and the rest done."""
 import contextlib
 import io
@@ -49,6 +49,25 @@ class WriterTest(unittest.TestCase):
         w.flush()
         self.assertEqual([r["step"] for r in lines(self.path)], [1, 2, 3])
         w.close()
+
+    def test_add_only_appends_and_the_next_flush_or_post_now_writes_them_in_one_write(self):
+        w = Writer(self.path)
+        writes = []
+        real = w._write
+        w._write = lambda t: (writes.append(len(w._pending)), real(t))
+        time.sleep(telemetry.FLUSH_S * 1.5)  # (a post() now would write at once)
+        for s in range(1, 4):
+            w.add({"kind": "step", "step": s})
+        self.assertEqual((lines(self.path), writes), ([], []))
+        w.flush()
+        self.assertEqual(([r["step"] for r in lines(self.path)], writes), ([1, 2, 3], [3]))
+        w.add({"kind": "step", "step": 4})
+        w.post({"kind": "event", "step": 4}, now=True)  # an event takes what was added along
+        self.assertEqual(([r["kind"] for r in lines(self.path)][3:], writes), (["step", "event"], [3, 2]))
+        w.add({"kind": "step", "step": 5})
+        w.close()
+        w.add({"kind": "step", "step": 6})  # after close: dropped
+        self.assertEqual([r["step"] for r in lines(self.path)][-1], 5)
 
     def test_a_failed_write_is_named_once_and_writing_stops(self):
         w = Writer(self.path)
