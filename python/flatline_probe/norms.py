@@ -18,8 +18,9 @@ Each returns a 0-d tensor on the flat's device: nothing is read back here, so no
 GPU. The costs behind these choices are in bench/README.md ("The probe's overhead").
 
 A batch on a GPU is hashed there (`device_hash_words`): reading its bytes back would synchronise the
-device every step. Each tensor's elements, as 64-bit integers (a floating tensor's bits), are multiplied
-by fixed pseudo-random 64-bit weights and summed, wrapping (exact, so the same in any order); the words
+device every step. Each tensor's elements, as integers (a floating tensor's bits; an 8-byte element as
+its two 32-bit halves), widened to 64 bits, are multiplied by fixed pseudo-random 64-bit weights and
+summed, wrapping (exact, so the same in any order); the words
 travel to the host with the step's statistics, a step later, and `hash_of_words` makes them the
 record's 16 hex digits. Equal batches give equal hashes; the detectors compare hashes only within a
 run, whose batches are all on one device.
@@ -83,14 +84,30 @@ def _weights(n, device):
     return w
 
 
+def _hash_ints(t):
+    """A tensor's values as a 1-D tensor of integers the weighted sum takes (device_hash_words): a complex
+    tensor as its parts (a conjugate or negative view resolved first: its values), a floating one as its
+    bits (an integer of its width); elements of 8 bytes (int64, float64, complex64's and complex128's
+    parts as 32-bit halves where they are 64) as two signed 32-bit halves each: in a wrapping sum of
+    element x weight, bit k of an element moves only bits k and up, so a 64-bit element's top bit (a
+    float64's sign) would count only through its weight's lowest bit, a half of the time."""
+    a = t.detach().resolve_conj().resolve_neg()
+    if a.is_complex():
+        a = torch.view_as_real(a)
+    a = a.reshape(-1)
+    if a.element_size() == 8:
+        return a.view(torch.int32)
+    if a.is_floating_point():
+        return a.view({4: torch.int32, 2: torch.int16, 1: torch.uint8}[a.element_size()])
+    return a
+
+
 def device_hash_words(tensors):
     """A batch's hash on its device, without reading it back: a 1-D float64 tensor of 32-bit halves (exact
-    in a double), two per tensor (its weighted sum), then one per tensor of its element count."""
+    in a double), two per tensor (its weighted sum, _hash_ints), then one per tensor of its element count."""
     words = []
     for t in tensors:
-        a = t.detach().resolve_conj().resolve_neg().reshape(-1)  # a conjugate or negative view: its values
-        if a.is_floating_point() or a.is_complex():
-            a = a.view({8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[a.element_size()])
+        a = _hash_ints(t)
         words.append((a.to(torch.int64) * _weights(a.numel(), a.device)).sum())
     w = torch.stack(words)
     halves = torch.cat([w & 0xFFFFFFFF, (w >> 32) & 0xFFFFFFFF])

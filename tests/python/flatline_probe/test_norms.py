@@ -105,6 +105,31 @@ class NormsTest(unittest.TestCase):
         self.assertEqual(words_hash([im]), words_hash([-z.imag]))
         self.assertNotEqual(words_hash([im]), words_hash([z.imag]))
 
+    def test_device_hash_tells_a_64_bit_elements_top_bit(self):
+        # a wrapping sum of element x weight sees bit 63 of an element only through its weight's parity:
+        # hashed whole, about half of these would be equal to the batch they differ from
+        g = torch.Generator().manual_seed(3)
+        for n in range(1, 17):
+            x = torch.rand(n, dtype=torch.float64, generator=g) + 0.5
+            self.assertNotEqual(words_hash([-x]), words_hash([x]), n)  # every sign
+            z = torch.complex(torch.rand(n, generator=g) + 0.5, torch.rand(n, generator=g) + 0.5)
+            self.assertNotEqual(words_hash([z.conj().resolve_conj()]), words_hash([z]), n)
+            i = torch.randint(1, 1 << 40, (n,), generator=g)
+            self.assertNotEqual(words_hash([i | (-(1 << 63))]), words_hash([i]), n)  # int64's top bit
+        x = torch.rand(16, dtype=torch.float64, generator=g) + 0.5
+        for j in range(16):  # one element's sign
+            y = x.clone()
+            y[j] = -y[j]
+            self.assertNotEqual(words_hash([y]), words_hash([x]), j)
+
+    def test_device_hash_of_complex128_is_its_values(self):
+        z = torch.randn(3, 5, dtype=torch.complex128)
+        h = words_hash([z])
+        self.assertEqual(words_hash([z.clone()]), h)
+        self.assertNotEqual(words_hash([z.conj().resolve_conj()]), h)
+        self.assertEqual(words_hash([z.conj()]), words_hash([z.conj().resolve_conj()]))
+        self.assertNotEqual(words_hash([z.to(torch.complex64)]), h)
+
     def test_device_hash_words_are_exact_in_a_double(self):
         w = device_hash_words([torch.full((1000,), -(1 << 62), dtype=torch.int64)])
         self.assertEqual(w.dtype, torch.float64)
