@@ -14,6 +14,12 @@ DistributedSampler through a BatchSampler (the probe's sampler wrapper on the pr
 gradients clipped to 1.0. Each rank trains two DDP copies side by side on the same process group, one
 probed, their steps interleaved the same way on every rank; a step is timed from fetching its batch to
 the update. Rank 0 prints.
+
+--floor: the probed copy gets, instead of the probe, the least any probe taking the same statistics does
+(`Floor`): the batch's XXH64 in a forward pre-hook, the gradients' pass in the optimizer's step pre-hook,
+the update's pass (its snapshot kept) in the post-hook, stats.c's functions through ctypes with one
+attribute read a tensor for the pointers, nothing checked, no record, no heartbeat, no fault: what the
+probe's statistics cost by themselves on this machine (bench/README.md, "the floor").
 """
 import argparse
 import os
@@ -56,8 +62,11 @@ class Job:
         torch.manual_seed(0)
         self.model = make_model()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3)
-        self.probe = attach(tempfile.mkdtemp(prefix="probe-bench-"), self.model, self.opt,
-                            plan=dict(PLAN, log_every=log_every)) if probe_on else None
+        if probe_on == "floor":
+            self.probe = Floor(self.model, self.opt)
+        else:
+            self.probe = attach(tempfile.mkdtemp(prefix="probe-bench-"), self.model, self.opt,
+                                plan=dict(PLAN, log_every=log_every)) if probe_on else None
         self.loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=False, drop_last=True)
         self.it = iter(self.loader)
 
@@ -79,6 +88,53 @@ class Job:
         loss.backward()
         self.opt.step()
         return CLOCK() - t
+
+
+class Floor:
+    """--floor: the probe's native statistics and nothing else (above). Valid for this bench's jobs only:
+    the parameters' pointers are taken once (nothing here moves them), the batch is (x, y), every
+    gradient is a contiguous float32 CPU tensor; the values are computed and dropped."""
+
+    def __init__(self, model, opt):
+        import ctypes
+        import struct
+        from flatline_probe import native
+        stats = native.load(say=True)
+        if stats is None:
+            sys.exit("--floor: the native statistics did not load (above)")
+        lib, ptr = stats.lib, torch.Tensor.data_ptr
+        params = [p for g in opt.param_groups for p in g["params"]]
+        k = len(params)
+        counts = struct.pack(f"{k}q", *[p.numel() for p in params])
+        pptrs = struct.pack(f"{k}q", *map(ptr, params))
+        self.snapshot = torch.cat([p.detach().reshape(-1) for p in params])
+        snap = self.snapshot.data_ptr()
+        nonzero, update_sq = ctypes.c_int64(), ctypes.c_double()
+        self.out = []
+
+        def batch(module, args, kwargs):
+            if module.training:
+                x, y = args
+                self.out.append(lib.flatline_xxh64(2, struct.pack("2q", ptr(x), ptr(y)),
+                                                   struct.pack("2q", x.nbytes, y.nbytes)))
+
+        def grads(o, args, kwargs):
+            gptrs = struct.pack(f"{k}q", *[ptr(p.grad) for p in params])
+            self.out.append(lib.flatline_grad_stats(k, gptrs, counts, ctypes.byref(nonzero)))
+
+        def update(o, args, kwargs):
+            self.out.append(lib.flatline_update_stats(k, pptrs, counts, snap, ctypes.byref(update_sq)))
+            if len(self.out) > 3000:
+                self.out.clear()
+        model.register_forward_pre_hook(batch, with_kwargs=True)
+        opt.register_step_pre_hook(grads)
+        opt.register_step_post_hook(update)
+
+    def loss(self, loss):
+        return loss
+
+    def close(self):
+        pass
 
 
 class DDPJob(Job):
@@ -171,15 +227,21 @@ def main():
                          "loaded machine descheduling the process does not inflate")
     ap.add_argument("--ranks", type=int, default=1,
                     help="1: the models in one process; N > 1: the tests' DDP job on N Gloo ranks (above)")
+    ap.add_argument("--floor", action="store_true",
+                    help="the probed copy runs only the probe's native statistics (Floor): the probe's floor")
     a = ap.parse_args()
     global CLOCK
     CLOCK = time.perf_counter if a.clock == "wall" else time.thread_time
     torch.set_num_threads(1)
     if a.ranks > 1:
+        if a.floor:
+            sys.exit("--floor: one process only (not with --ranks)")
         return ranks_main(a)
     data = ByteWindows()
     for name, make in (("TinyLM", TinyLM), ("tiny GPT-2", tiny_gpt2)):
-        side_by_side(name, Job(make, False, data), Job(make, True, data, a.log_every), a, print)
+        on = "floor" if a.floor else True
+        side_by_side(name + (" (floor)" if a.floor else ""), Job(make, False, data), Job(make, on, data, a.log_every),
+                     a, print)
 
 
 if __name__ == "__main__":
