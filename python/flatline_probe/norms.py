@@ -95,8 +95,8 @@ def _hash_ints(t):
     if a.is_complex():
         a = torch.view_as_real(a)
     a = a.reshape(-1)
-    if a.element_size() == 8:
-        return a.view(torch.int32)
+    if a.element_size() == 8:  # (a 1-D view whose elements are not adjacent, data[:, 0], copied first)
+        return a.contiguous().view(torch.int32)
     if a.is_floating_point():
         return a.view({4: torch.int32, 2: torch.int16, 1: torch.uint8}[a.element_size()])
     return a

@@ -130,6 +130,15 @@ class NormsTest(unittest.TestCase):
         self.assertEqual(words_hash([z.conj()]), words_hash([z.conj().resolve_conj()]))
         self.assertNotEqual(words_hash([z.to(torch.complex64)]), h)
 
+    def test_device_hash_of_a_strided_1d_64_bit_tensor_is_its_values(self):
+        # a column of an int64 batch (labels = data[:, 0]), every other element, a broadcast scalar: 1-D
+        # views whose elements are not adjacent, hashed as their values' contiguous copy
+        data = torch.arange(40).reshape(8, 5)
+        for t in (data[:, 0], data.reshape(-1)[::2], torch.tensor(7).expand(8),
+                  data.double()[:, 1], data.to(torch.complex128)[:, 2].real):
+            self.assertEqual(words_hash([t]), words_hash([t.contiguous()]), t.dtype)
+        self.assertNotEqual(words_hash([data[:, 0]]), words_hash([data[:, 1]]))
+
     def test_device_hash_words_are_exact_in_a_double(self):
         w = device_hash_words([torch.full((1000,), -(1 << 62), dtype=torch.int64)])
         self.assertEqual(w.dtype, torch.float64)
