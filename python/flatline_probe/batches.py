@@ -7,6 +7,7 @@ from .plan import PlanError
 
 
 _Tensor = torch.Tensor
+_STRIDED = torch.strided
 
 
 def tensors_of(obj):
@@ -20,6 +21,30 @@ def tensors_of(obj):
     if hasattr(obj, "keys") and hasattr(obj, "__getitem__"):  # a BatchEncoding
         return [t for k in obj.keys() for t in tensors_of(obj[k])]
     return []
+
+
+_SPARSE_COMPRESSED = {torch.sparse_csr: ("crow_indices", "col_indices"), torch.sparse_bsr: ("crow_indices", "col_indices"),
+                      torch.sparse_csc: ("ccol_indices", "row_indices"), torch.sparse_bsc: ("ccol_indices", "row_indices")}
+
+
+def hashed_tensors(tensors):
+    """The batch's tensors as the strided ones its hash reads: a sparse one (a graph's adjacency matrix) as
+    its indices and values (COO coalesced: equal matrices alike), a jagged nested one as its values and
+    offsets; the others as they are."""
+    if all(t.layout is _STRIDED for t in tensors):
+        return tensors
+    out = []
+    for t in tensors:
+        if t.layout is torch.sparse_coo:
+            t = t.detach().coalesce()
+            out += [t.indices(), t.values()]
+        elif t.layout in _SPARSE_COMPRESSED:
+            out += [getattr(t, f)() for f in _SPARSE_COMPRESSED[t.layout]] + [t.values()]
+        elif t.layout is torch.jagged:
+            out += [t.values(), t.offsets()]
+        else:
+            out.append(t)
+    return out
 
 
 def bytes_of(t):

@@ -95,8 +95,8 @@ def _hash_ints(t):
     if a.is_complex():
         a = torch.view_as_real(a)
     a = a.reshape(-1)
-    if a.element_size() == 8:
-        return a.view(torch.int32)
+    if a.element_size() == 8:  # (a 1-D view whose elements are not adjacent, data[:, 0], copied first)
+        return a.contiguous().view(torch.int32)
     if a.is_floating_point():
         return a.view({4: torch.int32, 2: torch.int16, 1: torch.uint8}[a.element_size()])
     return a
@@ -104,11 +104,15 @@ def _hash_ints(t):
 
 def device_hash_words(tensors):
     """A batch's hash on its device, without reading it back: a 1-D float64 tensor of 32-bit halves (exact
-    in a double), two per tensor (its weighted sum, _hash_ints), then one per tensor of its element count."""
+    in a double), two per tensor (its weighted sum, _hash_ints), then one per tensor of its element count.
+    A batch on several devices (a CPU tensor of lengths beside a GPU batch, a model split over GPUs): each
+    tensor summed where it is, the words on the first tensor's device that is not the CPU."""
+    dev = next((t.device for t in tensors if t.device.type != "cpu"), None)
     words = []
     for t in tensors:
         a = _hash_ints(t)
-        words.append((a.to(torch.int64) * _weights(a.numel(), a.device)).sum())
+        s = (a.to(torch.int64) * _weights(a.numel(), a.device)).sum()
+        words.append(s if dev is None else s.to(dev, non_blocking=True))
     w = torch.stack(words)
     halves = torch.cat([w & 0xFFFFFFFF, (w >> 32) & 0xFFFFFFFF])
     sizes = torch.tensor([t.numel() for t in tensors], dtype=torch.float64)

@@ -130,6 +130,31 @@ class NormsTest(unittest.TestCase):
         self.assertEqual(words_hash([z.conj()]), words_hash([z.conj().resolve_conj()]))
         self.assertNotEqual(words_hash([z.to(torch.complex64)]), h)
 
+    def test_device_hash_of_a_strided_1d_64_bit_tensor_is_its_values(self):
+        # a column of an int64 batch (labels = data[:, 0]), every other element, a broadcast scalar: 1-D
+        # views whose elements are not adjacent, hashed as their values' contiguous copy
+        data = torch.arange(40).reshape(8, 5)
+        for t in (data[:, 0], data.reshape(-1)[::2], torch.tensor(7).expand(8),
+                  data.double()[:, 1], data.to(torch.complex128)[:, 2].real):
+            self.assertEqual(words_hash([t]), words_hash([t.contiguous()]), t.dtype)
+        self.assertNotEqual(words_hash([data[:, 0]]), words_hash([data[:, 1]]))
+
+    def test_device_hash_of_a_batch_on_several_devices_gathers_its_words_on_one(self):
+        # a GPU batch beside a CPU tensor (pack_padded_sequence's lengths must stay on the CPU), or a
+        # model split over GPUs: each tensor summed where it is, the words on the first device not the
+        # CPU (here "meta" stands for a GPU: no values, only where the words end up)
+        w = device_hash_words([torch.arange(6), torch.ones(3, device="meta"), torch.ones(2, dtype=torch.int64)])
+        self.assertEqual(w.device.type, "meta")
+        self.assertEqual(tuple(w.shape), (9,))
+
+    @unittest.skipUnless(torch.cuda.is_available(), "needs a GPU")
+    def test_device_hash_of_a_batch_on_a_gpu_and_the_cpu_is_its_values(self):
+        x, lengths = torch.randn(4, 8), torch.tensor([8, 5, 3, 1])
+        h = words_hash([x.cuda(), lengths.cuda()])
+        self.assertEqual(words_hash([x.cuda(), lengths]), h)
+        self.assertEqual(device_hash_words([x.cuda(), lengths]).device, x.cuda().device)
+        self.assertNotEqual(words_hash([x.cuda(), lengths.flip(0)]), h)
+
     def test_device_hash_words_are_exact_in_a_double(self):
         w = device_hash_words([torch.full((1000,), -(1 << 62), dtype=torch.int64)])
         self.assertEqual(w.dtype, torch.float64)

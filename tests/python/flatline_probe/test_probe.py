@@ -450,6 +450,41 @@ class ProbeTest(unittest.TestCase):
         self.assertNotEqual(h[0], h[2])
         self.assertEqual(h[3], h[4])
 
+    def test_a_sparse_or_jagged_tensor_in_the_batch_is_hashed_by_its_values(self):
+        # a graph network's forward(x, adj), adj a sparse adjacency matrix (COO or CSR), or a jagged nested
+        # batch: hashed as its indices and values, the training not stopped by the forward hook
+        class GCN(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(2, 1)
+
+            def forward(self, x, adj):
+                return torch.sparse.mm(adj.to_sparse_coo(), self.lin(x))
+
+        torch.manual_seed(0)
+        model = GCN()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = attach(self.dir, model, opt, plan=plan())
+        x = torch.randn(4, 2)
+        a = torch.eye(4)
+        b = a.roll(1, 0)
+        jag = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged)
+        for adj in (a.to_sparse(), a.to_sparse(), b.to_sparse(), a.to_sparse_csr(), b.to_sparse_csr(),
+                    (a, jag), (a, jag * 2)):
+            if isinstance(adj, tuple):
+                probe.batch(adj[1])
+                adj = adj[0].to_sparse()
+            loss = probe.loss(model(x, adj).square().mean())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        probe.close()
+        h = [r.get("batch_hash") for r in records(self.dir) if r["kind"] == "step"]
+        self.assertEqual(len(h), 7)
+        self.assertTrue(all(h))
+        self.assertEqual(h[0], h[1])
+        self.assertEqual(len({h[0], h[2], h[3], h[4], h[5], h[6]}), 6)
+
     def test_step_records_reach_the_file_while_the_job_runs(self):
         # the recorder's thread fills and writes them within about FLUSH_S; nothing waits for close()
         from flatline_probe import telemetry
