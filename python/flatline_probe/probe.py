@@ -401,8 +401,12 @@ class Probe:
         """The batch's hash into _batch_hash; on a GPU its words are summed there (_hash_words) and read
         with the step's statistics."""
         if ids is None:
-            tensors = hashed_tensors(tensors)  # (a sparse or jagged tensor as its strided parts)
             got = self._native.xxh64(tensors) if self._native is not None else None
+            if got is None:  # (not all dense CPU tensors: a sparse or jagged one as its strided parts)
+                parts = hashed_tensors(tensors)
+                if parts is not tensors:
+                    tensors = parts
+                    got = self._native.xxh64(tensors) if self._native is not None else None
             if got is not None:  # one native call (hashlib's BLAKE2b below costs ~100x as much a byte); an
                 self._batch_hash = got  # int, made the record's 16 hex digits on the recorder's thread
                 return
