@@ -15,6 +15,10 @@ gradients clipped to 1.0. Each rank trains two DDP copies side by side on the sa
 probed, their steps interleaved the same way on every rank; a step is timed from fetching its batch to
 the update. Rank 0 prints.
 
+--device cuda: the models and their batches on the GPU, each step timed to the end of its kernels (the
+probe's among them: its GPU path takes the statistics and the batch hash on the device and reads them
+back a step later from pinned memory); scripts/device-check.sh runs it.
+
 --floor: the probed copy gets, instead of the probe, the least any probe taking the same statistics does
 (`Floor`): the batch's XXH64 in a forward pre-hook, the gradients' pass in the optimizer's step pre-hook,
 the update's pass (its snapshot kept) in the post-hook, stats.c's functions through ctypes with one
@@ -22,6 +26,7 @@ attribute read a tensor for the pointers, nothing checked, no record, no heartbe
 probe's statistics cost by themselves on this machine (bench/README.md, "the floor").
 """
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -58,9 +63,10 @@ PLAN = {"format": "flatline-plan/1", "name": "bench", "seed": 0, "world_size": 1
 class Job:
     """One model's training, with the probe attached or not; step() times one step (forward to update)."""
 
-    def __init__(self, make_model, probe_on, data, log_every=1):
+    def __init__(self, make_model, probe_on, data, log_every=1, device="cpu"):
         torch.manual_seed(0)
-        self.model = make_model()
+        self.device = torch.device(device)
+        self.model = make_model().to(self.device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-3)
         if probe_on == "floor":
             self.probe = Floor(self.model, self.opt)
@@ -80,6 +86,9 @@ class Job:
 
     def step(self):
         x, y = self.batch()
+        cuda = self.device.type == "cuda"
+        if cuda:  # (the copy is the batch's fetch, not the step's)
+            x, y = x.to(self.device), y.to(self.device)
         t = CLOCK()
         loss = self.model(x, y)
         if self.probe:
@@ -87,6 +96,8 @@ class Job:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+        if cuda:  # the step's kernels, the probe's among them, done
+            torch.cuda.synchronize(self.device)
         return CLOCK() - t
 
 
@@ -229,19 +240,32 @@ def main():
                     help="1: the models in one process; N > 1: the tests' DDP job on N Gloo ranks (above)")
     ap.add_argument("--floor", action="store_true",
                     help="the probed copy runs only the probe's native statistics (Floor): the probe's floor")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu, or cuda: the models and batches on the GPU, each step timed to its kernels' end "
+                         "(torch.cuda.synchronize, in both jobs); the probe takes its GPU path (statistics "
+                         "and the batch hash on the device, read back a step later from pinned memory)")
     a = ap.parse_args()
     global CLOCK
     CLOCK = time.perf_counter if a.clock == "wall" else time.thread_time
     torch.set_num_threads(1)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda: no GPU here (torch.cuda.is_available() is False)")
+    if a.device != "cpu" and (a.floor or a.ranks > 1):
+        sys.exit("--device: one process, the probe itself (not with --floor, whose native passes are the CPU's, "
+                 "or --ranks)")
     if a.ranks > 1:
         if a.floor:
             sys.exit("--floor: one process only (not with --ranks)")
         return ranks_main(a)
     data = ByteWindows()
     for name, make in (("TinyLM", TinyLM), ("tiny GPT-2", tiny_gpt2)):
+        if make is tiny_gpt2 and importlib.util.find_spec("transformers") is None:
+            print(f"{name}: skipped: this python has no transformers")
+            continue
         on = "floor" if a.floor else True
-        side_by_side(name + (" (floor)" if a.floor else ""), Job(make, False, data), Job(make, on, data, a.log_every),
-                     a, print)
+        label = name + (" (floor)" if a.floor else "") + (f" on {a.device}" if a.device != "cpu" else "")
+        side_by_side(label, Job(make, False, data, device=a.device), Job(make, on, data, a.log_every, a.device), a,
+                     print)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@
 # `device: cuda` (its 2-rank scenarios through Gloo on CUDA tensors, sharing the GPU; a 1-rank
 # healthy and loss-scale-collapse run on NCCL), a hung rank on CUDA (bounded time, clear error), the
 # probe in the example trainers (scenarios/external on the DDP loop, 2 ranks; transformers and Lightning
-# on one rank, fp16), and the GPU benchmark (flatline vs PyTorch eager at three GPT sizes, fp16 autocast; telemetry overhead).
+# on one rank, fp16) and its overhead on the GPU (bench/probe_overhead.py --device cuda), and the GPU
+# benchmark (flatline vs PyTorch eager at three GPT sizes, fp16 autocast; telemetry overhead).
 # Everything lands in $OUT: summary.txt (all of it, in order), build.log, tests.xml, suite.json,
 # bench.json, reference.txt. DEVICE_CHECK_PREBUILT=1 skips the build (a re-run). Budget: under 8 minutes on one H200 (build ~2-3, tests ~1, suite ~2, bench ~2); each
 # part has its own timeout so that one stuck part cannot take the rest down.
@@ -152,6 +153,10 @@ for t in hf_trainer:transformers lightning_module:lightning; do
     --trainer "env PYTHONPATH=$here/python $py $here/examples/trainers/${t%%:*}.py" 2>&1 |
     grep -E '^external-|accuracy|harness failure' | sed "s/^/${t%%:*}: /" | tee -a "$summary"
 done
+
+part "the probe's overhead on CUDA (bench/probe_overhead.py --device cuda: TinyLM and tiny GPT-2, every step recorded)"
+timeout 150 env PYTHONPATH="$here/python" "$py" "$here/bench/probe_overhead.py" --device cuda --rounds 5 --steps 100 \
+  2>&1 | grep -E 'median|Error' | tee -a "$summary"
 
 part "GPU benchmark: flatline step (aten, fp16 autocast) vs PyTorch eager, same GPU"
 {
