@@ -733,7 +733,7 @@ class Probe:
         host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
         host.copy_(dev, non_blocking=True)
         ev = torch.cuda.Event()
-        ev.record()
+        ev.record(torch.cuda.current_stream(cuda))  # the copy's device's stream (not the current device's)
         self.recorder.put(self._record_copied, rec, names, host, ev, how)
 
     def _record_cpu(self, rec, vals, how):
