@@ -20,10 +20,10 @@ GPU. The costs behind these choices are in bench/README.md ("The probe's overhea
 A batch on a GPU is hashed there (`device_hash_words`): reading its bytes back would synchronise the
 device every step. Each tensor's elements, as integers (a floating tensor's bits; an 8-byte element as
 its two 32-bit halves), widened to 64 bits, are multiplied by fixed pseudo-random 64-bit weights and
-summed, wrapping (exact, so the same in any order); the words
-travel to the host with the step's statistics, a step later, and `hash_of_words` makes them the
-record's 16 hex digits. Equal batches give equal hashes; the detectors compare hashes only within a
-run, whose batches are all on one device.
+summed, wrapping (exact, so the same in any order), on the tensor's own device; the words travel to the
+host with the step's statistics, a step later, and `hash_of_words` makes them the record's 16 hex
+digits. Equal batches give equal hashes; the detectors compare hashes only within a run, whose batches
+all take the same path (a run's batches stay on the devices they started on).
 """
 import hashlib
 import math
